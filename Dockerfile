@@ -1,0 +1,19 @@
+# lockstep image: the scheduler-extender webhook (/extender, the entrypoint) and /gpu-agent.
+#   docker build -t ghcr.io/lockstep-sched/lockstep:latest .
+# Cross-building (docker buildx build --platform linux/arm64 ...) compiles natively for the target.
+
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+ARG TARGETOS
+ARG TARGETARCH
+WORKDIR /src
+# Dependencies first, so that source edits do not re-download modules.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
+    go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/extender ./cmd/gpu-agent
+
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /out/extender /out/gpu-agent /
+USER 65532:65532
+ENTRYPOINT ["/extender"]

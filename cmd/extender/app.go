@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/extender"
+	"github.com/lockstep-sched/lockstep/gang"
+)
+
+// app wires informers, the gang manager and the HTTP handler together.
+type app struct {
+	manager     *gang.Manager
+	handler     http.Handler
+	factory     informers.SharedInformerFactory
+	broadcaster record.EventBroadcaster
+	client      kubernetes.Interface
+	ready       atomic.Bool
+}
+
+func newApp(client kubernetes.Interface, opts options, reg *prometheus.Registry) (*app, error) {
+	a := &app{client: client, factory: informers.NewSharedInformerFactory(client, 0)}
+	a.broadcaster = record.NewBroadcaster()
+	recorder := a.broadcaster.NewRecorder(schemeForEvents(), corev1.EventSource{Component: "lockstep"})
+	getPod := func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+		return client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	a.manager = gang.NewManager(gang.Config{
+		DefaultWaitingTime: opts.defaultWaitingTime,
+		BindWait:           opts.bindWait,
+		CommitTimeout:      opts.commitTimeout,
+	}, gang.NewAPIBinder(client), getPod, recorder, gang.NewMetrics(reg))
+	a.manager.SetConditionWriter(gang.APIConditionWriter{Client: client})
+	reg.MustRegister(a.manager.Collector())
+	a.handler = extender.NewHandler(a.manager, extender.Options{
+		MaxRequestBytes: opts.maxRequestBytes,
+		Ready:           a.ready.Load,
+		Registry:        reg,
+	})
+	if err := a.manager.Watch(a.factory); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *app) start(ctx context.Context) {
+	a.broadcaster.StartStructuredLogging(3)
+	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+	defer a.broadcaster.Shutdown()
+	a.factory.Start(ctx.Done())
+	start := time.Now()
+	for typ, ok := range a.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			klog.InfoS("Informer did not sync before shutdown", "type", typ)
+			return
+		}
+	}
+	a.ready.Store(true)
+	klog.InfoS("Informers synced; lockstep is ready", "after", time.Since(start).Round(time.Millisecond))
+	<-ctx.Done()
+	a.factory.Shutdown()
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lockstep-sched/lockstep/extender"
+	"github.com/lockstep-sched/lockstep/gang"
+)
+
+// bindMargin is the least time left between a held bind's answer and the scheduler giving up on
+// the call: the answer must cross the network and be decoded before httpTimeout fires.
+const bindMargin = time.Second
+
+// defaultSchedulerHTTPTimeout is kube-scheduler's httpTimeout when an extender stanza leaves it unset.
+const defaultSchedulerHTTPTimeout = 5 * time.Second
+
+type options struct {
+	kubeconfig         string
+	listen             string
+	bindWait           time.Duration
+	httpTimeout        time.Duration
+	schedulerConfig    string
+	defaultWaitingTime time.Duration
+	commitTimeout      time.Duration
+	maxRequestBytes    int64
+	qps                float64
+	burst              int
+}
+
+func defaultOptions() options {
+	return options{
+		listen:             ":8888",
+		bindWait:           gang.DefaultBindWait,
+		httpTimeout:        defaultSchedulerHTTPTimeout,
+		defaultWaitingTime: gang.DefaultWaitingTime,
+		commitTimeout:      gang.DefaultCommitTimeout,
+		maxRequestBytes:    extender.DefaultMaxRequestBytes,
+		qps:                50,
+		burst:              100,
+	}
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "kubeconfig file; empty means the in-cluster service account")
+	fs.StringVar(&o.listen, "listen", o.listen, "HOST:PORT to serve the extender verbs, /debug/gangs, /healthz, /readyz and /metrics on")
+	fs.DurationVar(&o.bindWait, "bind-wait", o.bindWait, "how long a gang member's bind call is held waiting for quorum before it answers with an error (the pod keeps its reservation and lockstep binds it when the quorum arrives); must be at least 1s below the scheduler's httpTimeout")
+	fs.DurationVar(&o.httpTimeout, "scheduler-http-timeout", o.httpTimeout, "the httpTimeout of lockstep's stanza in the scheduler configuration (kube-scheduler uses 5s when unset); ignored when --scheduler-config is given")
+	fs.StringVar(&o.schedulerConfig, "scheduler-config", o.schedulerConfig, "KubeSchedulerConfiguration file the scheduler runs with; lockstep reads its extender httpTimeout from it")
+	fs.DurationVar(&o.defaultWaitingTime, "default-waiting-time", o.defaultWaitingTime, "how long a gang's reservation lives when its pods carry no "+gang.AnnotationWaitingTime+" annotation")
+	fs.DurationVar(&o.commitTimeout, "commit-timeout", o.commitTimeout, "how long lockstep keeps retrying the bindings of a gang that reached quorum")
+	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", o.maxRequestBytes, "largest request body accepted; larger ones get 413")
+	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "queries per second to the apiserver")
+	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "burst of queries to the apiserver")
+}
+
+// validate checks the flags against each other and, when given, against the scheduler's own
+// configuration, so that a held bind can never outlive the call it answers.
+func (o *options) validate() error {
+	if o.schedulerConfig != "" {
+		timeout, err := extenderHTTPTimeout(o.schedulerConfig)
+		if err != nil {
+			return err
+		}
+		o.httpTimeout = timeout
+	}
+	if o.bindWait <= 0 {
+		return fmt.Errorf("--bind-wait must be positive, got %s", o.bindWait)
+	}
+	if o.bindWait > o.httpTimeout-bindMargin {
+		return fmt.Errorf("--bind-wait=%s must be at most %s: the scheduler gives up on every extender call after its httpTimeout (%s) and a held bind needs %s to answer; raise httpTimeout in the scheduler configuration or lower --bind-wait",
+			o.bindWait, o.httpTimeout-bindMargin, o.httpTimeout, bindMargin)
+	}
+	if o.defaultWaitingTime <= 0 {
+		return fmt.Errorf("--default-waiting-time must be positive, got %s", o.defaultWaitingTime)
+	}
+	if o.maxRequestBytes <= 0 {
+		return fmt.Errorf("--max-request-bytes must be positive, got %d", o.maxRequestBytes)
+	}
+	return nil
+}
+
+// extenderHTTPTimeout reads the httpTimeout of the extender stanza that binds (lockstep's) from a
+// KubeSchedulerConfiguration file.
+func extenderHTTPTimeout(path string) (time.Duration, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("--scheduler-config: %w", err)
+	}
+	var cfg schedconfigv1.KubeSchedulerConfiguration
+	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
+		return 0, fmt.Errorf("--scheduler-config %s: %w", path, err)
+	}
+	for _, e := range cfg.Extenders {
+		if e.BindVerb == "" {
+			continue
+		}
+		if e.HTTPTimeout.Duration == 0 {
+			return defaultSchedulerHTTPTimeout, nil
+		}
+		return e.HTTPTimeout.Duration, nil
+	}
+	return 0, fmt.Errorf("--scheduler-config %s: no extender with a bindVerb; lockstep must be the binder", path)
+}
+
+func (o *options) kubeClient() (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %q: %w", o.kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	cfg.UserAgent = "lockstep"
+	return kubernetes.NewForConfig(cfg)
+}

@@ -1,0 +1,236 @@
+// Package extender is lockstep's HTTP face: it decodes kube-scheduler's extender calls, hands them
+// to the gang manager and encodes the answers. It holds no scheduling logic of its own.
+package extender
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/lockstep-sched/lockstep/gang"
+)
+
+// Scheduler is what the HTTP layer delegates to; *gang.Manager implements it.
+type Scheduler interface {
+	Filter(pod *corev1.Pod, nodes []string) gang.FilterResult
+	Prioritize(pod *corev1.Pod, nodes []string) []int64
+	Bind(ctx context.Context, namespace, name string, uid types.UID, node string) error
+	Status(namespace string) []gang.GangStatus
+}
+
+// Options configure the handler.
+type Options struct {
+	// MaxRequestBytes caps a request body; larger ones get 413. ExtenderArgs carrying full Node
+	// objects for thousands of nodes run to tens of megabytes, hence the generous default.
+	MaxRequestBytes int64
+	// Ready reports whether the informers have synced; /readyz answers 503 until then.
+	Ready func() bool
+	// Registry receives the verb latency histogram and serves /metrics; nil skips both.
+	Registry *prometheus.Registry
+}
+
+// DefaultMaxRequestBytes is 64 MiB.
+const DefaultMaxRequestBytes = 64 << 20
+
+type server struct {
+	sched   Scheduler
+	opts    Options
+	latency *prometheus.HistogramVec
+}
+
+// NewHandler returns the extender's routes: POST /filter, /prioritize and /bind for the
+// scheduler; GET /debug/gangs, /healthz, /readyz and /metrics for people and probes.
+func NewHandler(sched Scheduler, opts Options) http.Handler {
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if opts.Ready == nil {
+		opts.Ready = func() bool { return true }
+	}
+	s := &server{sched: sched, opts: opts}
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; the extender serves POST /filter, /prioritize, /bind and GET /debug/gangs", r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
+	})
+	if opts.Registry != nil {
+		s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lockstep_extender_request_duration_seconds",
+			Help:    "Time to answer kube-scheduler's extender calls, by verb and HTTP status code.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"verb", "code"})
+		opts.Registry.MustRegister(s.latency)
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
+	}
+	r.Post("/filter", s.timed("filter", s.filter))
+	r.Post("/prioritize", s.timed("prioritize", s.prioritize))
+	r.Post("/bind", s.timed("bind", s.bind))
+	r.Get("/debug/gangs", s.gangs)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.opts.Ready() {
+			writeError(w, http.StatusServiceUnavailable, "informers have not synced yet")
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return r
+}
+
+func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
+	var args extenderv1.ExtenderArgs
+	if code := s.decode(w, r, &args, "ExtenderArgs"); code != 0 {
+		return code
+	}
+	if args.Pod == nil {
+		return writeError(w, http.StatusBadRequest, "ExtenderArgs.Pod is missing")
+	}
+	names := nodeNames(&args)
+	result := s.sched.Filter(args.Pod, names)
+
+	out := extenderv1.ExtenderFilterResult{FailedAndUnresolvableNodes: result.Failed}
+	if args.NodeNames != nil || args.Nodes == nil {
+		// nodeCacheCapable: the scheduler sent names and reads names back.
+		feasible := result.Feasible
+		out.NodeNames = &feasible
+	} else {
+		keep := make(map[string]bool, len(result.Feasible))
+		for _, n := range result.Feasible {
+			keep[n] = true
+		}
+		list := &corev1.NodeList{}
+		for i := range args.Nodes.Items {
+			if keep[args.Nodes.Items[i].Name] {
+				list.Items = append(list.Items, args.Nodes.Items[i])
+			}
+		}
+		out.Nodes = list
+	}
+	return writeJSON(w, http.StatusOK, &out)
+}
+
+func (s *server) prioritize(w http.ResponseWriter, r *http.Request) int {
+	var args extenderv1.ExtenderArgs
+	if code := s.decode(w, r, &args, "ExtenderArgs"); code != 0 {
+		return code
+	}
+	if args.Pod == nil {
+		return writeError(w, http.StatusBadRequest, "ExtenderArgs.Pod is missing")
+	}
+	names := nodeNames(&args)
+	scores := s.sched.Prioritize(args.Pod, names)
+	out := make(extenderv1.HostPriorityList, len(names))
+	for i, n := range names {
+		out[i] = extenderv1.HostPriority{Host: n, Score: scores[i]}
+	}
+	return writeJSON(w, http.StatusOK, &out)
+}
+
+func (s *server) bind(w http.ResponseWriter, r *http.Request) int {
+	var args extenderv1.ExtenderBindingArgs
+	if code := s.decode(w, r, &args, "ExtenderBindingArgs"); code != 0 {
+		return code
+	}
+	if args.PodName == "" || args.PodNamespace == "" || args.Node == "" {
+		return writeError(w, http.StatusBadRequest, "ExtenderBindingArgs needs PodName, PodNamespace and Node")
+	}
+	// A bind failure is an answer, not a transport error: the scheduler reads Error only from a
+	// 200 response, and the message is what tells the user why the pod was not bound.
+	var out extenderv1.ExtenderBindingResult
+	if err := s.sched.Bind(r.Context(), args.PodNamespace, args.PodName, args.PodUID, args.Node); err != nil {
+		out.Error = err.Error()
+		klog.V(2).InfoS("Bind not done", "pod", args.PodNamespace+"/"+args.PodName, "node", args.Node, "reason", err)
+	}
+	return writeJSON(w, http.StatusOK, &out)
+}
+
+func (s *server) gangs(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.sched.Status(r.URL.Query().Get("namespace")))
+}
+
+// decode reads one JSON document of the named wire type, answering 413 or 400 itself on failure
+// and returning the status it wrote (0 when decoding succeeded).
+func (s *server) decode(w http.ResponseWriter, r *http.Request, into any, what string) int {
+	body := http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes)
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(into); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over the %d-byte limit (--max-request-bytes)", tooLarge.Limit))
+		}
+		return writeError(w, http.StatusBadRequest, "decoding "+what+": "+describeJSONError(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return writeError(w, http.StatusBadRequest, "decoding "+what+": unexpected data after the JSON document")
+	}
+	return 0
+}
+
+func describeJSONError(err error) string {
+	var syntax *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, err)
+	case errors.As(err, &typeErr):
+		return fmt.Sprintf("field %q: got JSON %s, want %s", typeErr.Field, typeErr.Value, typeErr.Type)
+	case errors.Is(err, io.EOF):
+		return "empty body"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "body ends in the middle of the JSON document"
+	}
+	return err.Error()
+}
+
+func nodeNames(args *extenderv1.ExtenderArgs) []string {
+	if args.NodeNames != nil {
+		return *args.NodeNames
+	}
+	if args.Nodes == nil {
+		return nil
+	}
+	names := make([]string, len(args.Nodes.Items))
+	for i := range args.Nodes.Items {
+		names[i] = args.Nodes.Items[i].Name
+	}
+	return names
+}
+
+// timed records a verb's latency with the status code its handler wrote.
+func (s *server) timed(verb string, h func(http.ResponseWriter, *http.Request) int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		code := h(w, r)
+		if s.latency != nil {
+			s.latency.WithLabelValues(verb, strconv.Itoa(code)).Observe(time.Since(start).Seconds())
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) int {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		klog.V(2).InfoS("Writing response failed", "err", err)
+	}
+	return code
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) int {
+	return writeJSON(w, code, map[string]string{"error": msg})
+}

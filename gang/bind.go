@@ -1,0 +1,221 @@
+package gang
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	gocache "github.com/patrickmn/go-cache"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// ErrAwaitingQuorum is returned (wrapped) when a gang member's bind was held for BindWait and the
+// quorum did not arrive. The member keeps its place in the reservation and still counts toward
+// quorum: when the quorum arrives lockstep binds it itself, and the scheduler's retry of the pod
+// finds it bound.
+var ErrAwaitingQuorum = errors.New("waiting for gang quorum")
+
+// Bind binds a pod to a node. An ordinary pod, or a member of a gang that already has quorum,
+// binds at once. A gang member before quorum is held: its bind counts toward quorum, and when
+// min-available members have reached bind, every held member of the gang is bound together.
+func (m *Manager) Bind(ctx context.Context, namespace, name string, uid types.UID, node string) error {
+	p, err := m.lookupPod(ctx, namespace, name, uid)
+	if err != nil {
+		return err
+	}
+
+	m.mu.Lock()
+	if p.node != "" {
+		m.mu.Unlock()
+		if p.node == node {
+			return nil // lockstep bound it already, from its reservation
+		}
+		return fmt.Errorf("pod %s is already bound to node %s", p.key(), p.node)
+	}
+	g := m.state.gangOf(p)
+	if p.spec == nil || g == nil || g.boundCount() >= p.spec.MinAvailable {
+		m.mu.Unlock()
+		return m.bindNow(ctx, p, node, "ordinary")
+	}
+	res := m.liveReservation(g.key)
+	var s *slot
+	if res != nil {
+		s = res.slotOf(p.uid)
+	}
+	if s == nil {
+		m.mu.Unlock()
+		return fmt.Errorf("gang %s: pod %s holds no reservation (it expired or was never made); the scheduler retries the pod and lockstep plans the gang again", g.key, p.key())
+	}
+	if s.node != node {
+		m.mu.Unlock()
+		return fmt.Errorf("gang %s: pod %s is reserved on node %s, not %s", g.key, p.key(), s.node, node)
+	}
+	if s.state == slotReserved {
+		s.state = slotWaiting
+	}
+	ready := res.countState(slotWaiting) + g.boundCount()
+	if res.state == reserving && ready >= p.spec.MinAvailable {
+		m.startCommitLocked(g, res)
+	} else if res.state == reserving {
+		g.lastReason = fmt.Sprintf("gang %s: %d of %d members ready to bind; binds held until quorum or %s",
+			g.key, ready, p.spec.MinAvailable, res.expires.UTC().Format("15:04:05"))
+	}
+	done, expires := res.done, res.expires
+	m.mu.Unlock()
+
+	hold := time.NewTimer(m.cfg.BindWait)
+	defer hold.Stop()
+	expiry := time.NewTimer(time.Until(expires))
+	defer expiry.Stop()
+	select {
+	case <-done:
+	case <-hold.C:
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		return fmt.Errorf("gang %s: %w: %d of %d members ready to bind after %s; pod %s keeps its reservation on %s and lockstep binds it when the quorum arrives",
+			g.key, ErrAwaitingQuorum, res.countState(slotWaiting)+g.boundCount(), p.spec.MinAvailable, m.cfg.BindWait, p.key(), node)
+	case <-expiry.C:
+		return fmt.Errorf("gang %s: reservation expired before quorum; pod %s is not bound", g.key, p.key())
+	case <-ctx.Done():
+		return fmt.Errorf("gang %s: bind of %s abandoned: %w", g.key, p.key(), ctx.Err())
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	switch {
+	case s.state == slotBound:
+		return nil
+	case s.state == slotFailed:
+		return fmt.Errorf("gang %s: binding %s to %s failed: %w", g.key, p.key(), node, s.err)
+	case res.expired:
+		return fmt.Errorf("gang %s: reservation expired before quorum; pod %s is not bound", g.key, p.key())
+	default:
+		return fmt.Errorf("gang %s: reservation released before pod %s was bound; the scheduler retries it", g.key, p.key())
+	}
+}
+
+func (m *Manager) lookupPod(ctx context.Context, namespace, name string, uid types.UID) (*podInfo, error) {
+	m.mu.RLock()
+	p, ok := m.state.pods[uid]
+	m.mu.RUnlock()
+	if ok {
+		return p, nil
+	}
+	// The scheduler can be ahead of lockstep's informer for a pod created a moment ago.
+	pod, err := m.getPod(ctx, namespace, name)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s/%s: %w", namespace, name, err)
+	}
+	if uid != "" && pod.UID != uid {
+		return nil, fmt.Errorf("pod %s/%s: uid is %s, the scheduler asked for %s (the pod was recreated)", namespace, name, pod.UID, uid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state.upsertPod(pod, m.now()), nil
+}
+
+func (m *Manager) bindNow(ctx context.Context, p *podInfo, node, kind string) error {
+	err := m.binder.Bind(ctx, p.namespace, p.name, p.uid, node)
+	m.metrics.observeBind(kind, err)
+	if err != nil {
+		return fmt.Errorf("binding pod %s to node %s: %w", p.key(), node, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.state.pods[p.uid]; ok {
+		m.state.markBound(cur, node)
+	}
+	return nil
+}
+
+// startCommitLocked moves a reservation to committing and binds its waiting members in the
+// background: the commit must finish even when the scheduler call that completed the quorum has
+// already given up on its own deadline.
+func (m *Manager) startCommitLocked(g *gangInfo, res *reservation) {
+	res.state = committing
+	// A commit outlives the waiting time if the apiserver is slow; keep the capacity held
+	// until the last binding is written so that nothing else is offered it meanwhile.
+	m.reservations.Set(res.gang, res, gocache.NoExpiration)
+	var todo []*slot
+	for _, s := range res.slots {
+		if s.state == slotWaiting {
+			todo = append(todo, s)
+		}
+	}
+	g.lastReason = fmt.Sprintf("gang %s: quorum reached (%d members ready), binding", g.key, len(todo)+g.boundCount())
+	klog.InfoS("Gang committing", "gang", g.key, "members", len(todo))
+	go m.commit(g, res, todo)
+}
+
+func (m *Manager) commit(g *gangInfo, res *reservation, todo []*slot) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
+	defer cancel()
+	errs := make([]error, len(todo))
+	sem := make(chan struct{}, m.cfg.BindParallelism)
+	var wg sync.WaitGroup
+	for i, s := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = m.binder.Bind(ctx, s.pod.namespace, s.pod.name, s.pod.uid, s.node)
+		}()
+	}
+	wg.Wait()
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	failed := 0
+	for i, s := range todo {
+		m.metrics.observeBind("gang", errs[i])
+		if errs[i] != nil {
+			s.state, s.err = slotFailed, errs[i]
+			failed++
+			continue
+		}
+		s.state = slotBound
+		if cur, ok := m.state.pods[s.pod.uid]; ok {
+			m.state.markBound(cur, s.node)
+		}
+	}
+	res.state = released
+	m.reservations.Delete(res.gang)
+	close(res.done)
+	g.committedAt = m.now()
+
+	if failed == 0 {
+		g.lastReason = fmt.Sprintf("gang %s: quorum reached, %d members bound", g.key, len(todo))
+		klog.InfoS("Gang bound", "gang", g.key, "members", len(todo))
+	} else {
+		// Bindings cannot be undone, so lockstep does not try to unbind the members that made it.
+		// The failed members stay unbound; the scheduler retries them, and because the gang's
+		// bound members count toward quorum, each then needs only its own reservation.
+		g.lastReason = fmt.Sprintf("gang %s: %d of %d bindings failed after retries (first: %v); bound members stay, the failed ones are retried by the scheduler",
+			g.key, failed, len(todo), firstErr(errs))
+		klog.ErrorS(firstErr(errs), "Gang commit incomplete", "gang", g.key, "failed", failed, "members", len(todo))
+	}
+	for _, s := range todo {
+		p := s.pod
+		if cur, ok := m.state.pods[p.uid]; ok {
+			p = cur // the informer may have replaced the record since the slot was claimed
+		}
+		if s.state == slotBound {
+			m.eventLocked(p, corev1.EventTypeNormal, ReasonBound, fmt.Sprintf("gang %s: quorum reached, bound to node %s", g.key, s.node))
+		} else {
+			m.eventLocked(p, corev1.EventTypeWarning, ReasonBindFailed, fmt.Sprintf("gang %s: binding to node %s failed: %v", g.key, s.node, s.err))
+		}
+	}
+}
+
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

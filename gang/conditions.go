@@ -1,0 +1,97 @@
+package gang
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+// ConditionGangScheduled is the pod condition lockstep writes on gang members whose gang's
+// situation changed while they wait: `kubectl get pod -o yaml` shows it, and (what makes it
+// necessary) kube-scheduler requeues an unschedulable pod when the pod is updated. Since 1.30 the
+// scheduler parks pods an extender rejected until some cluster event happens; a reservation that
+// expires inside lockstep is no such event, so without this write the gangs waiting behind it
+// would sit until the scheduler's five-minute flush.
+const ConditionGangScheduled corev1.PodConditionType = "lockstep.dev/GangScheduled"
+
+// Condition reasons.
+const (
+	ConditionReasonCapacityFreed = "CapacityFreed"
+	ConditionReasonTimedOut      = "TimedOut"
+)
+
+// ConditionWriter sets a condition on a pod's status.
+type ConditionWriter interface {
+	SetCondition(ctx context.Context, namespace, name string, cond corev1.PodCondition) error
+}
+
+// SetConditionWriter makes the manager write ConditionGangScheduled; without one it writes none.
+func (m *Manager) SetConditionWriter(w ConditionWriter) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.conditions = w
+}
+
+type conditionWrite struct {
+	namespace, name string
+	cond            corev1.PodCondition
+}
+
+// capacityFreedLocked collects the writes that wake the gangs waiting without a reservation:
+// one member each is enough, because the first member back at filter reserves for its whole gang
+// and its held bind brings the rest (a failing bind makes the scheduler retry every parked pod).
+func (m *Manager) capacityFreedLocked(freedBy string) []conditionWrite {
+	var writes []conditionWrite
+	for key, g := range m.state.gangs {
+		if key == freedBy || m.liveReservation(key) != nil {
+			continue
+		}
+		spec, _ := g.reference()
+		if spec == nil || g.boundCount() >= spec.MinAvailable {
+			continue
+		}
+		for _, p := range g.sortedMembers() {
+			if !p.holds() && !p.terminal && !p.gated && p.spec != nil {
+				writes = append(writes, conditionWrite{p.namespace, p.name, corev1.PodCondition{
+					Type: ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: ConditionReasonCapacityFreed,
+					Message: "capacity held by gang " + freedBy + " was released; gang " + key + " is being planned again",
+				}})
+				break
+			}
+		}
+	}
+	return writes
+}
+
+// writeConditions runs outside the manager's lock: API calls must never hold it.
+func (m *Manager) writeConditions(w ConditionWriter, writes []conditionWrite) {
+	if w == nil {
+		return
+	}
+	for _, c := range writes {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := w.SetCondition(ctx, c.namespace, c.name, c.cond); err != nil {
+			klog.InfoS("Could not write gang condition", "pod", c.namespace+"/"+c.name, "err", err)
+		}
+		cancel()
+	}
+}
+
+// APIConditionWriter patches pods/status through client-go.
+type APIConditionWriter struct{ Client kubernetes.Interface }
+
+func (a APIConditionWriter) SetCondition(ctx context.Context, namespace, name string, cond corev1.PodCondition) error {
+	cond.LastTransitionTime = metav1.Now()
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{cond}}})
+	if err != nil {
+		return err
+	}
+	_, err = a.Client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
+}

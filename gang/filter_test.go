@@ -1,0 +1,388 @@
+package gang
+
+import (
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockstep-sched/lockstep/test/builders"
+)
+
+// A gang is admitted whole or not at all.
+func TestFilterAllOrNothing(t *testing.T) {
+	t.Run("gang larger than the cluster reserves nothing", func(t *testing.T) {
+		e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+		pods := members("default", "mpi-dist", "w", 5, 5, 2)
+		e.add(pods...)
+
+		r := e.filter(pods[0])
+		const want = "gang default/mpi-dist: 5 members need 10 nvidia.com/gpu, 8 free"
+		require.Empty(t, r.Feasible)
+		require.Len(t, r.Failed, 4)
+		for node, reason := range r.Failed {
+			require.Equal(t, want, reason, "node %s", node)
+		}
+
+		st := e.status("default", "mpi-dist")
+		require.Equal(t, PhaseWaiting, st.Phase)
+		require.Equal(t, want, st.Reason)
+		require.Nil(t, st.ReservationExpires)
+		require.Equal(t, 1, st.Attempts)
+		for _, mb := range st.Members {
+			require.Equal(t, "Pending", mb.State, mb.Pod)
+			require.Empty(t, mb.Node, mb.Pod)
+		}
+		e.waitEvent(corev1.EventTypeWarning, ReasonWaiting, want)
+
+		// Nothing is held: an ordinary pod may use every node.
+		r = e.filter(builders.Pod("default", "plain").GPU(2).Obj())
+		require.ElementsMatch(t, e.nodes, r.Feasible)
+	})
+
+	t.Run("gang that fits reserves every member at once", func(t *testing.T) {
+		e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+		pods := members("default", "mpi-fit", "w", 4, 4, 2)
+		e.add(pods...)
+
+		r := e.filter(pods[0])
+		require.Len(t, r.Feasible, 1)
+		require.Len(t, r.Failed, 3)
+		require.NotContains(t, r.Failed, r.Feasible[0])
+
+		st := e.status("default", "mpi-fit")
+		require.Equal(t, PhaseReserving, st.Phase)
+		require.NotNil(t, st.ReservationExpires)
+		states := map[string]int{}
+		nodes := map[string]bool{}
+		for _, mb := range st.Members {
+			states[mb.State]++
+			require.NotEmpty(t, mb.Node, mb.Pod)
+			nodes[mb.Node] = true
+			require.NotNil(t, mb.ReservationExpires, mb.Pod)
+		}
+		require.Equal(t, map[string]int{"Reserved": 1, "Planned": 3}, states)
+		require.Len(t, nodes, 4, "2 GPUs per member on 2-GPU nodes: one member per node")
+		require.Equal(t, "Reserved", e.memberStates("default", "mpi-fit")["default/w-0"])
+		e.waitEvent(corev1.EventTypeNormal, ReasonReserved, "gang default/mpi-fit: 4 members reserved")
+
+		// Every other member gets the node planned for it, and only that one, whatever order
+		// they arrive in (and although each filter call records a new version of the pod).
+		for i := len(pods) - 1; i >= 1; i-- {
+			node := e.filterOne(pods[i])
+			require.Equal(t, st.Members[i].Node, node, pods[i].Name)
+		}
+		for _, mb := range e.status("default", "mpi-fit").Members {
+			require.Equal(t, "Reserved", mb.State, mb.Pod)
+		}
+	})
+
+	t.Run("members that do not exist yet are waited for", func(t *testing.T) {
+		e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+		pods := members("default", "mpi", "w", 4, 4, 2)
+		e.add(pods[:3]...)
+		r := e.filter(pods[0])
+		require.Empty(t, r.Feasible)
+		require.Equal(t, "gang default/mpi: waiting for members: 3 of min-available 4 exist", r.Failed["n-0"])
+		require.Equal(t, PhaseWaiting, e.status("default", "mpi").Phase)
+	})
+}
+
+// Whether members fit is decided node by node; free capacity summed over the cluster is not enough.
+func TestFilterPlacesPerNode(t *testing.T) {
+	t.Run("fragmented GPUs", func(t *testing.T) {
+		e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+		for i, n := range e.nodes {
+			e.add(builders.Pod("default", "ordinary-"+n).GPU(1).Node(n).Created(t0.Add(-1 * timeSecond(i))).Obj())
+		}
+		pods := members("default", "pair", "w", 2, 2, 2)
+		e.add(pods...)
+
+		r := e.filter(pods[0])
+		require.Empty(t, r.Feasible)
+		reason := r.Failed["n-0"]
+		require.Equal(t, "gang default/pair: 2 members fit in total, but member default/w-0 needs 2 nvidia.com/gpu on one node after placing the others: at most 1 free on one node (n-0)", reason)
+		require.Equal(t, PhaseWaiting, e.status("default", "pair").Phase)
+
+		// A 1-GPU gang of four fits, one member per node.
+		small := members("default", "quad", "s", 4, 4, 1)
+		e.add(small...)
+		require.Len(t, e.filter(small[0]).Feasible, 1)
+	})
+
+	heteroNodes := func() []*corev1.Node {
+		return []*corev1.Node{
+			builders.Node("gpu-0").GPU(2).CPU("8").Memory("64Gi").Pods(110).Obj(),
+			builders.Node("gpu-1").GPU(2).CPU("8").Memory("64Gi").Pods(110).Obj(),
+			builders.Node("cpu-0").CPU("32").Memory("128Gi").Pods(110).Obj(),
+		}
+	}
+	hetero := func(psCPU string) []*corev1.Pod {
+		return []*corev1.Pod{
+			builders.Pod("default", "ps").CPU(psCPU).Memory("4Gi").Gang("tf", 3).Created(t0).Obj(),
+			builders.Pod("default", "worker-0").GPU(2).CPU("1").Memory("1Gi").Gang("tf", 3).Created(t0.Add(timeSecond(1))).Obj(),
+			builders.Pod("default", "worker-1").GPU(2).CPU("1").Memory("1Gi").Gang("tf", 3).Created(t0.Add(timeSecond(2))).Obj(),
+		}
+	}
+
+	t.Run("parameter server on the CPU node, workers on GPU nodes", func(t *testing.T) {
+		e := newEnv(t, testConfig(), heteroNodes()...)
+		pods := hetero("16")
+		e.add(pods...)
+		require.Equal(t, "cpu-0", e.filterOne(pods[0]), "16 CPUs fit only on cpu-0")
+		got := map[string]string{}
+		for _, mb := range e.status("default", "tf").Members {
+			got[mb.Pod] = mb.Node
+		}
+		require.Equal(t, "cpu-0", got["default/ps"])
+		require.ElementsMatch(t, []string{"gpu-0", "gpu-1"}, []string{got["default/worker-0"], got["default/worker-1"]})
+	})
+
+	t.Run("parameter server too large for any one node", func(t *testing.T) {
+		e := newEnv(t, testConfig(), heteroNodes()...)
+		pods := hetero("40")
+		e.add(pods...)
+		r := e.filter(pods[1])
+		require.Empty(t, r.Feasible)
+		require.Equal(t, "gang default/tf: 3 members fit in total, but member default/ps needs 40 cpu on one node after placing the others: at most 32 free on one node (cpu-0)", r.Failed["gpu-0"])
+	})
+
+	t.Run("parameter server larger than the cluster", func(t *testing.T) {
+		e := newEnv(t, testConfig(), heteroNodes()...)
+		pods := hetero("64")
+		e.add(pods...)
+		r := e.filter(pods[0])
+		require.Empty(t, r.Feasible)
+		require.Equal(t, "gang default/tf: 3 members need 66 cpu, 48 free", r.Failed["cpu-0"])
+	})
+}
+
+// What a gang reserves is invisible to everyone else: ordinary pods and other gangs.
+func TestReservationHiddenFromOthers(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+	a := members("default", "a", "a", 2, 2, 2)
+	e.add(a...)
+	e.filterOne(a[0])
+	reservedNodes := map[string]bool{}
+	for _, mb := range e.status("default", "a").Members {
+		reservedNodes[mb.Node] = true
+	}
+	require.Len(t, reservedNodes, 2)
+
+	plain := builders.Pod("default", "plain").GPU(1).Obj()
+	e.add(plain)
+	r := e.filter(plain)
+	require.Len(t, r.Feasible, 2)
+	for _, n := range r.Feasible {
+		require.False(t, reservedNodes[n], "ordinary pod offered reserved node %s", n)
+	}
+	for n := range reservedNodes {
+		require.Equal(t, "2 nvidia.com/gpu reserved for gang default/a: needs 1, 0 free outside reservations", r.Failed[n])
+	}
+
+	// Gang b fits in the empty cluster (6 of 8 GPUs) but not beside a's reservation.
+	b := members("default", "b", "b", 3, 3, 2)
+	e.add(b...)
+	r = e.filter(b[0])
+	require.Empty(t, r.Feasible)
+	want := "gang default/b: 3 members need 6 nvidia.com/gpu, 4 free; gang default/a holds 4 in reservations"
+	require.Equal(t, want, r.Failed["n-0"])
+	require.Equal(t, PhaseWaiting, e.status("default", "b").Phase)
+	require.Equal(t, want, e.status("default", "b").Reason)
+
+	// A gang that fits beside the reservation is admitted on the free nodes only.
+	c := members("default", "c", "c", 2, 2, 2)
+	e.add(c...)
+	node := e.filterOne(c[0])
+	require.False(t, reservedNodes[node])
+}
+
+// Two gangs that each fit alone but not together: one wins, the other waits and is told why.
+func TestCompetingGangs(t *testing.T) {
+	t.Run("interleaved", func(t *testing.T) {
+		e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+		a := members("default", "a", "a", 2, 2, 2)
+		b := members("default", "b", "b", 2, 2, 2)
+		e.add(a...)
+		e.add(b...)
+
+		a0 := e.filterOne(a[0])
+		r := e.filter(b[0])
+		require.Empty(t, r.Feasible)
+		require.Equal(t, "gang default/b: 2 members need 4 nvidia.com/gpu, 0 free; gang default/a holds 4 in reservations", r.Failed["n-0"])
+		a1 := e.filterOne(a[1])
+		require.Empty(t, e.filter(b[1]).Feasible)
+
+		ch := e.bindAsync(a[0], a0)
+		require.NoError(t, e.bind(a[1], a1))
+		require.NoError(t, recv(t, ch, "bind a-0"))
+		require.Equal(t, map[string]string{"default/a-0": a0, "default/a-1": a1}, e.binder.bindings())
+		require.Equal(t, PhaseBound, e.status("default", "a").Phase)
+
+		r = e.filter(b[0])
+		require.Empty(t, r.Feasible)
+		require.Equal(t, "gang default/b: 2 members need 4 nvidia.com/gpu, 0 free", r.Failed["n-1"])
+		st := e.status("default", "b")
+		require.Equal(t, PhaseWaiting, st.Phase)
+		require.Equal(t, r.Failed["n-1"], st.Reason)
+
+		// a finishes and leaves: b gets the capacity.
+		for _, p := range a {
+			e.m.DeletePod(p.UID)
+		}
+		b0 := e.filterOne(b[0])
+		b1 := e.filterOne(b[1])
+		ch = e.bindAsync(b[0], b0)
+		require.NoError(t, e.bind(b[1], b1))
+		require.NoError(t, recv(t, ch, "bind b-0"))
+		require.Equal(t, PhaseBound, e.status("default", "b").Phase)
+		require.Len(t, e.binder.bindings(), 4)
+	})
+
+	t.Run("concurrent", func(t *testing.T) {
+		for round := 0; round < 20; round++ {
+			e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+			a := members("default", "a", "a", 2, 2, 2)
+			b := members("default", "b", "b", 2, 2, 2)
+			e.add(a...)
+			e.add(b...)
+			all := []*corev1.Pod{a[0], b[0], a[1], b[1]}
+			results := make([]FilterResult, len(all))
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i, p := range all {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					results[i] = e.filter(p)
+				}()
+			}
+			close(start)
+			wg.Wait()
+
+			phases := []Phase{e.status("default", "a").Phase, e.status("default", "b").Phase}
+			sort.Slice(phases, func(i, j int) bool { return phases[i] < phases[j] })
+			require.Equal(t, []Phase{PhaseReserving, PhaseWaiting}, phases, "round %d", round)
+			winner := 0 // index into all of the winning gang's first member
+			if e.status("default", "b").Phase == PhaseReserving {
+				winner = 1
+			}
+			for i, r := range results {
+				if i%2 == winner {
+					// A winning member either reserved or claimed its slot.
+					require.Len(t, r.Feasible, 1, "round %d pod %s: %v", round, all[i].Name, r.Failed)
+				} else {
+					require.Empty(t, r.Feasible, "round %d pod %s", round, all[i].Name)
+				}
+			}
+		}
+	})
+}
+
+// Once a gang has quorum its remaining members are ordinary pods.
+func TestAfterQuorumMembersScheduleLikeOrdinaryPods(t *testing.T) {
+	e := newEnv(t, testConfig(), builders.Node("n-0").GPU(2).CPU("64").Memory("256Gi").Pods(110).Obj())
+	pods := members("default", "elastic", "w", 4, 2, 1, func(b *builders.PodBuilder) { b.TotalNumber(4) })
+	e.add(pods...)
+
+	n0 := e.filterOne(pods[0])
+	n1 := e.filterOne(pods[1])
+	ch := e.bindAsync(pods[0], n0)
+	require.NoError(t, e.bind(pods[1], n1))
+	require.NoError(t, recv(t, ch, "bind w-0"))
+	require.Len(t, e.binder.bindings(), 2)
+	st := e.status("default", "elastic")
+	require.Equal(t, PhaseBound, st.Phase)
+	require.Equal(t, 2, st.Bound)
+
+	for _, p := range pods[2:] {
+		r := e.filter(p)
+		require.Empty(t, r.Feasible)
+		require.Equal(t, "insufficient nvidia.com/gpu: needs 1, 0 free", r.Failed["n-0"], p.Name)
+	}
+	require.Len(t, e.binder.bindings(), 2)
+}
+
+// Members must agree on the gang's annotations; the odd one is rejected by name.
+func TestMembersDisagreeOnMinAvailable(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+	pods := members("default", "mpi", "w", 2, 2, 1)
+	odd := builders.Pod("default", "w-odd").GPU(1).Gang("mpi", 3).Created(t0.Add(timeSecond(10))).Obj()
+	e.add(pods...)
+	e.add(odd)
+
+	r := e.filter(odd)
+	require.Empty(t, r.Feasible)
+	reason := r.Failed["n-0"]
+	for _, part := range []string{"pod default/w-odd", AnnotationMinAvailable, `"3"`, `"2"`, "default/w-0"} {
+		require.Contains(t, reason, part)
+	}
+	e.waitEvent(corev1.EventTypeWarning, ReasonRejected, "pod default/w-odd")
+
+	var oddStatus MemberStatus
+	for _, mb := range e.status("default", "mpi").Members {
+		if mb.Pod == "default/w-odd" {
+			oddStatus = mb
+		}
+	}
+	require.Equal(t, "Rejected", oddStatus.State)
+	require.Equal(t, reason, oddStatus.Reason)
+
+	// The members that agree are unaffected.
+	e.filterOne(pods[0])
+	e.filterOne(pods[1])
+	require.Equal(t, PhaseReserving, e.status("default", "mpi").Phase)
+}
+
+// An invalid annotation is refused at filter with the parser's message, and an event.
+func TestFilterInvalidAnnotation(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 1, 2)...)
+	p := builders.Pod("default", "bad").GPU(1).GangName("mpi").MinAvailable("abc").Obj()
+	r := e.filter(p)
+	require.Empty(t, r.Feasible)
+	_, err := ParseSpec(p)
+	require.Equal(t, err.Error(), r.Failed["n-0"])
+	e.waitEvent(corev1.EventTypeWarning, ReasonRejected, "pod default/bad")
+	st := e.status("default", "mpi")
+	require.Equal(t, "Rejected", st.Members[0].State)
+}
+
+// An ordinary pod fits by its own requests; nodes lockstep has not seen or that lack room fail.
+func TestFilterOrdinaryPod(t *testing.T) {
+	e := newEnv(t, testConfig(),
+		builders.Node("big").GPU(8).CPU("64").Memory("256Gi").Pods(110).Obj(),
+		builders.Node("small").GPU(1).CPU("2").Memory("4Gi").Pods(110).Obj(),
+	)
+	tests := []struct {
+		name     string
+		pod      *corev1.Pod
+		feasible []string
+		failed   map[string]string
+	}{
+		{"gpu", builders.Pod("default", "p").GPU(2).Obj(), []string{"big"}, map[string]string{
+			"small":   "insufficient nvidia.com/gpu: needs 2, 1 free",
+			"unknown": "lockstep has not seen this node yet",
+		}},
+		{"cpu", builders.Pod("default", "p").CPU("3").Obj(), []string{"big"}, map[string]string{
+			"small":   "insufficient cpu: needs 3, 2 free",
+			"unknown": "lockstep has not seen this node yet",
+		}},
+		{"memory", builders.Pod("default", "p").Memory("8Gi").Obj(), []string{"big"}, map[string]string{
+			"small":   "insufficient memory: needs 8Gi, 4Gi free",
+			"unknown": "lockstep has not seen this node yet",
+		}},
+		{"nothing", builders.Pod("default", "p").Obj(), []string{"big", "small"}, map[string]string{
+			"unknown": "lockstep has not seen this node yet",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.m.Filter(tc.pod, []string{"big", "small", "unknown"})
+			require.Equal(t, tc.feasible, r.Feasible)
+			require.Equal(t, tc.failed, r.Failed)
+		})
+	}
+}

@@ -1,0 +1,129 @@
+package gang
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// A reservation is a gang's tentative hold on capacity: one slot per member it plans to bind. It
+// lives in a go-cache TTL cache under the gang's key, so capacity held by a gang that never reaches
+// quorum comes back on its own after the gang's waiting time.
+
+type slotState int
+
+const (
+	// slotPlanned: capacity held for a member that has not reached filter yet.
+	slotPlanned slotState = iota
+	// slotReserved: a member passed filter on this slot's node.
+	slotReserved
+	// slotWaiting: the member reached bind; it counts toward quorum.
+	slotWaiting
+	// slotBound and slotFailed are outcomes of the commit.
+	slotBound
+	slotFailed
+)
+
+func (s slotState) String() string {
+	return [...]string{"Planned", "Reserved", "WaitingForQuorum", "Bound", "BindFailed"}[s]
+}
+
+type slot struct {
+	// pod is the member holding the slot; nil while slotPlanned.
+	pod *podInfo
+	// plannedFor is the member the plan had in mind (by UID: podInfo records are replaced on every
+	// informer update); it gets the slot first when it arrives.
+	plannedFor types.UID
+	node       string
+	requests   Resources
+	state      slotState
+	err        error
+}
+
+// holdsCapacity reports whether the slot's capacity is still set aside (a bound member's capacity
+// is counted on its node instead).
+func (s *slot) holdsCapacity() bool { return s.state < slotBound }
+
+type reservationState int
+
+const (
+	reserving reservationState = iota
+	committing
+	// released: committed, expired or dropped; the reservation holds nothing any more.
+	released
+)
+
+type reservation struct {
+	gang    string
+	created time.Time
+	expires time.Time
+	slots   []*slot
+	state   reservationState
+	// expired tells waiters why the reservation ended without a commit.
+	expired bool
+	// done is closed when the reservation is released, by commit or expiry.
+	done chan struct{}
+}
+
+func (r *reservation) slotOf(uid types.UID) *slot {
+	for _, s := range r.slots {
+		if s.pod != nil && s.pod.uid == uid {
+			return s
+		}
+	}
+	return nil
+}
+
+// claim hands a planned slot to a member: the one planned for it, else one with the same
+// requests, else one whose requests cover the member's. Members of one gang are usually alike, so
+// whichever arrives first takes any slot, and a member recreated by its controller takes the slot
+// of the pod it replaces.
+func (r *reservation) claim(p *podInfo) *slot {
+	var same, covers *slot
+	for _, s := range r.slots {
+		if s.state != slotPlanned {
+			continue
+		}
+		if s.plannedFor == p.uid {
+			return r.take(s, p)
+		}
+		if same == nil && s.requests == p.requests {
+			same = s
+		}
+		if covers == nil {
+			if ok, _ := p.requests.FitsIn(s.requests); ok {
+				covers = s
+			}
+		}
+	}
+	if same != nil {
+		return r.take(same, p)
+	}
+	if covers != nil {
+		return r.take(covers, p)
+	}
+	return nil
+}
+
+func (r *reservation) take(s *slot, p *podInfo) *slot {
+	s.pod, s.state = p, slotReserved
+	s.requests = p.requests
+	return s
+}
+
+// unclaim returns a departed member's slot to the pool so a replacement can take it.
+func (r *reservation) unclaim(uid types.UID) {
+	if s := r.slotOf(uid); s != nil && s.holdsCapacity() {
+		s.pod, s.state = nil, slotPlanned
+	}
+}
+
+func (r *reservation) countState(state slotState) int {
+	n := 0
+	for _, s := range r.slots {
+		if s.state == state {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,74 @@
+package gang
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// MaxScore is the top of the extender priority scale (extenderv1.MaxExtenderPriority).
+const MaxScore = 10
+
+// Prioritize scores the offered nodes for a pod, 0..MaxScore, in the order given.
+//
+// A gang member before quorum scores its reserved node highest (filter offers only that one
+// anyway). A member after quorum prefers nodes already holding its gang mates. Any other GPU pod
+// is packed: the fuller a node would be after placing it, the higher it scores, so that whole
+// nodes stay free for gangs. Pods without GPUs score 0 everywhere and leave placement to the
+// scheduler's own plugins.
+func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string) []int64 {
+	scores := make([]int64, len(nodes))
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+
+	p, known := m.state.pods[pod.UID]
+	if !known {
+		p = newPodInfo(pod)
+	}
+	g := m.state.gangOf(p)
+	if g != nil {
+		if res := m.liveReservation(g.key); res != nil {
+			if s := res.slotOf(p.uid); s != nil {
+				for i, n := range nodes {
+					if n == s.node {
+						scores[i] = MaxScore
+					}
+				}
+				return scores
+			}
+		}
+	}
+	if p.requests.GPU == 0 {
+		return scores
+	}
+	var mates map[string]bool
+	if g != nil {
+		mates = map[string]bool{}
+		for _, q := range g.members {
+			if q.holds() {
+				mates[q.node] = true
+			}
+		}
+	}
+	reserved, _ := m.reservedByNode(gangKeyOf(p))
+	for i, name := range nodes {
+		n, ok := m.state.nodes[name]
+		if !ok || n.allocatable.GPU == 0 {
+			continue
+		}
+		if mates[name] {
+			scores[i] = MaxScore
+			continue
+		}
+		scores[i] = packingScore(n, reserved[name], p.requests)
+	}
+	return scores
+}
+
+// packingScore is best fit on GPUs: the share of the node's GPUs in use (or reserved) once the pod
+// is placed, scaled to 0..MaxScore-1 so that a gang mate's node always ranks above it.
+func packingScore(n *nodeInfo, reserved, req Resources) int64 {
+	after := n.requested.GPU + reserved.GPU + req.GPU
+	if after > n.allocatable.GPU {
+		return 0
+	}
+	return after * (MaxScore - 1) / n.allocatable.GPU
+}

@@ -1,0 +1,273 @@
+package gang
+
+import (
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// podInfo is lockstep's record of one pod: what it asks for, where it is bound and which gang it
+// belongs to. It is rebuilt from the pod informer after a restart.
+type podInfo struct {
+	uid       types.UID
+	namespace string
+	name      string
+	created   time.Time
+	priority  int32
+	requests  Resources
+	node      string // spec.nodeName, or the node lockstep just bound it to
+	terminal  bool   // Succeeded or Failed: holds nothing on its node any more
+	// gated: the pod has scheduling gates (Kueue and others hold pods back this way); it cannot
+	// reach the scheduler, so lockstep does not reserve capacity for it.
+	gated    bool
+	gangName string // the gang name annotation, "" for an ordinary pod
+	spec     *Spec  // nil for an ordinary pod or one whose annotations are invalid
+	specErr  error
+	// condition is the message of the pod's PodScheduled=False condition, written by the scheduler;
+	// it explains waiting gangs whose members never reached lockstep's filter.
+	condition string
+	// lastEvent de-duplicates the events lockstep emits on this pod.
+	lastEvent string
+}
+
+func (p *podInfo) key() string { return p.namespace + "/" + p.name }
+
+// holds reports whether the pod takes capacity on a node.
+func (p *podInfo) holds() bool { return p.node != "" && !p.terminal }
+
+func (p *podInfo) ref() *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.namespace, Name: p.name, UID: p.uid}
+}
+
+// nodeInfo is one node's capacity and what bound pods take from it. It may exist before its Node
+// object is seen (informers deliver pods and nodes in any order); known says whether it was.
+type nodeInfo struct {
+	name          string
+	known         bool
+	unschedulable bool
+	allocatable   Resources
+	requested     Resources
+}
+
+func (n *nodeInfo) free() Resources { return n.allocatable.Sub(n.requested) }
+
+// gangInfo groups the pods that name the same gang.
+type gangInfo struct {
+	key        string
+	namespace  string
+	name       string
+	members    map[types.UID]*podInfo
+	firstSeen  time.Time
+	lastReason string
+	// attempts counts how often a member was turned away at filter: how long the gang has been
+	// trying, in the scheduler's own retries.
+	attempts    int
+	timedOut    bool
+	timedOutAt  time.Time
+	committedAt time.Time
+}
+
+// reference is the spec every member must agree with: the one of the oldest member whose
+// annotations parse. Choosing the oldest keeps the answer stable while members come and go.
+func (g *gangInfo) reference() (*Spec, *podInfo) {
+	var ref *podInfo
+	for _, p := range g.members {
+		if p.spec == nil {
+			continue
+		}
+		if ref == nil || olderThan(p, ref) {
+			ref = p
+		}
+	}
+	if ref == nil {
+		return nil, nil
+	}
+	return ref.spec, ref
+}
+
+func olderThan(a, b *podInfo) bool {
+	if !a.created.Equal(b.created) {
+		return a.created.Before(b.created)
+	}
+	return a.name < b.name
+}
+
+// boundCount is how many members hold a node now.
+func (g *gangInfo) boundCount() int {
+	n := 0
+	for _, p := range g.members {
+		if p.holds() {
+			n++
+		}
+	}
+	return n
+}
+
+// sortedMembers returns the members oldest first, the order lockstep plans and shows them in.
+func (g *gangInfo) sortedMembers() []*podInfo {
+	out := make([]*podInfo, 0, len(g.members))
+	for _, p := range g.members {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return olderThan(out[i], out[j]) })
+	return out
+}
+
+// newPodInfo extracts what lockstep needs from a pod, so the rest of the package never holds on
+// to full pod objects (the informer's store already does).
+func newPodInfo(pod *corev1.Pod) *podInfo {
+	p := &podInfo{
+		uid:       pod.UID,
+		namespace: pod.Namespace,
+		name:      pod.Name,
+		created:   pod.CreationTimestamp.Time,
+		requests:  PodRequests(pod),
+		node:      pod.Spec.NodeName,
+		terminal:  pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
+		gated:     len(pod.Spec.SchedulingGates) > 0,
+	}
+	if pod.Spec.Priority != nil {
+		p.priority = *pod.Spec.Priority
+	}
+	p.gangName = pod.Annotations[AnnotationName]
+	p.spec, p.specErr = ParseSpec(pod)
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			p.condition = c.Message
+		}
+	}
+	return p
+}
+
+// state is everything the manager knows about the cluster. Its methods expect the manager's lock.
+type state struct {
+	pods  map[types.UID]*podInfo
+	nodes map[string]*nodeInfo
+	gangs map[string]*gangInfo
+}
+
+func newState() *state {
+	return &state{pods: map[types.UID]*podInfo{}, nodes: map[string]*nodeInfo{}, gangs: map[string]*gangInfo{}}
+}
+
+func (s *state) node(name string) *nodeInfo {
+	n, ok := s.nodes[name]
+	if !ok {
+		n = &nodeInfo{name: name}
+		s.nodes[name] = n
+	}
+	return n
+}
+
+func (s *state) dropNodeIfUnused(n *nodeInfo) {
+	if !n.known && n.requested.IsZero() {
+		delete(s.nodes, n.name)
+	}
+}
+
+func (s *state) upsertNode(node *corev1.Node) {
+	n := s.node(node.Name)
+	n.known = true
+	n.unschedulable = node.Spec.Unschedulable
+	n.allocatable = NodeAllocatable(node)
+}
+
+func (s *state) deleteNode(name string) {
+	if n, ok := s.nodes[name]; ok {
+		n.known = false
+		n.allocatable = Resources{}
+		s.dropNodeIfUnused(n)
+	}
+}
+
+// upsertPod records a pod's latest version and moves its capacity between nodes when it was bound
+// or finished. It keeps lastEvent, which is lockstep's own, across updates. now stamps a gang's
+// first sighting.
+func (s *state) upsertPod(pod *corev1.Pod, now time.Time) *podInfo {
+	next := newPodInfo(pod)
+	prev, ok := s.pods[pod.UID]
+	if ok {
+		next.lastEvent = prev.lastEvent
+		// lockstep marks a pod bound as soon as its binding succeeds; an informer event from
+		// before the binding must not take that back.
+		if prev.holds() && next.node == "" && !next.terminal {
+			next.node = prev.node
+		}
+		s.release(prev)
+		s.leaveGang(prev)
+	}
+	s.pods[pod.UID] = next
+	s.take(next)
+	s.joinGang(next, now)
+	return next
+}
+
+func (s *state) deletePod(uid types.UID) *podInfo {
+	p, ok := s.pods[uid]
+	if !ok {
+		return nil
+	}
+	s.release(p)
+	s.leaveGang(p)
+	delete(s.pods, uid)
+	return p
+}
+
+// markBound records a binding lockstep made before the informer reports it, so the capacity is
+// not offered twice in between.
+func (s *state) markBound(p *podInfo, node string) {
+	s.release(p)
+	p.node = node
+	s.take(p)
+}
+
+func (s *state) take(p *podInfo) {
+	if p.holds() {
+		n := s.node(p.node)
+		n.requested = n.requested.Add(p.requests)
+	}
+}
+
+func (s *state) release(p *podInfo) {
+	if p.holds() {
+		n := s.node(p.node)
+		n.requested = n.requested.Sub(p.requests)
+		s.dropNodeIfUnused(n)
+	}
+}
+
+// gangKeyOf is the gang a pod names, even when its other annotations are invalid, so that
+// /debug/gangs lists the rejected member beside its gang mates.
+func gangKeyOf(p *podInfo) string {
+	if p.gangName == "" {
+		return ""
+	}
+	return p.namespace + "/" + p.gangName
+}
+
+func (s *state) joinGang(p *podInfo, now time.Time) {
+	key := gangKeyOf(p)
+	if key == "" {
+		return
+	}
+	g, ok := s.gangs[key]
+	if !ok {
+		g = &gangInfo{key: key, namespace: p.namespace, name: p.gangName, members: map[types.UID]*podInfo{}, firstSeen: now}
+		s.gangs[key] = g
+	}
+	g.members[p.uid] = p
+}
+
+func (s *state) leaveGang(p *podInfo) {
+	key := gangKeyOf(p)
+	if g, ok := s.gangs[key]; ok {
+		delete(g.members, p.uid)
+	}
+}
+
+// gangOf returns the gang a pod names, or nil for an ordinary pod.
+func (s *state) gangOf(p *podInfo) *gangInfo {
+	return s.gangs[gangKeyOf(p)]
+}

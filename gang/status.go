@@ -1,0 +1,143 @@
+package gang
+
+import (
+	"sort"
+	"time"
+)
+
+// Phase is where a gang stands, as /debug/gangs and the lockstep_gangs metric show it.
+type Phase string
+
+const (
+	// PhaseWaiting: no reservation; the gang does not fit now, lacks members, or was not tried yet.
+	PhaseWaiting Phase = "Waiting"
+	// PhaseReserving: capacity is reserved for the quorum; members are on their way to bind.
+	PhaseReserving Phase = "Reserving"
+	// PhaseBinding: quorum reached; lockstep is writing the bindings.
+	PhaseBinding Phase = "Binding"
+	// PhaseBound: at least min-available members are bound; the rest schedule as ordinary pods.
+	PhaseBound Phase = "Bound"
+	// PhaseTimedOut: the last reservation expired before quorum.
+	PhaseTimedOut Phase = "TimedOut"
+)
+
+// GangStatus is one gang as /debug/gangs shows it.
+type GangStatus struct {
+	Namespace          string     `json:"namespace"`
+	Name               string     `json:"name"`
+	MinAvailable       int        `json:"minAvailable"`
+	TotalNumber        int        `json:"totalNumber,omitempty"`
+	WaitingTime        string     `json:"waitingTime"`
+	Phase              Phase      `json:"phase"`
+	Bound              int        `json:"bound"`
+	ReservationExpires *time.Time `json:"reservationExpires,omitempty"`
+	Reason             string     `json:"reason,omitempty"`
+	// Attempts is how many times a member was turned away at filter.
+	Attempts int            `json:"attempts"`
+	Members  []MemberStatus `json:"members"`
+}
+
+// MemberStatus is one member pod of a gang.
+type MemberStatus struct {
+	Pod                string     `json:"pod"`
+	State              string     `json:"state"`
+	Node               string     `json:"node,omitempty"`
+	Requests           string     `json:"requests"`
+	ReservationExpires *time.Time `json:"reservationExpires,omitempty"`
+	Reason             string     `json:"reason,omitempty"`
+	gpus               int64
+}
+
+// Status lists every gang, or those of one namespace, sorted by namespace and name.
+func (m *Manager) Status(namespace string) []GangStatus {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := []GangStatus{}
+	for _, g := range m.state.gangs {
+		if namespace != "" && g.namespace != namespace {
+			continue
+		}
+		out = append(out, m.gangStatusLocked(g))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
+	st := GangStatus{Namespace: g.namespace, Name: g.name, Bound: g.boundCount(), Reason: g.lastReason, Attempts: g.attempts}
+	spec, refPod := g.reference()
+	if spec != nil {
+		st.MinAvailable, st.TotalNumber = spec.MinAvailable, spec.TotalNumber
+		waiting := spec.WaitingTime
+		if waiting == 0 {
+			waiting = m.cfg.DefaultWaitingTime
+		}
+		st.WaitingTime = waiting.String()
+	}
+	res := m.liveReservation(g.key)
+	switch {
+	case spec != nil && st.Bound >= spec.MinAvailable:
+		st.Phase = PhaseBound
+	case res != nil && res.state == committing:
+		st.Phase = PhaseBinding
+	case res != nil:
+		st.Phase = PhaseReserving
+	case g.timedOut:
+		st.Phase = PhaseTimedOut
+	default:
+		st.Phase = PhaseWaiting
+	}
+	if res != nil && res.state == reserving {
+		expires := res.expires
+		st.ReservationExpires = &expires
+	}
+
+	for _, p := range g.sortedMembers() {
+		mb := MemberStatus{Pod: p.key(), Requests: p.requests.String(), State: "Pending"}
+		var s *slot
+		if res != nil {
+			if s = res.slotOf(p.uid); s == nil {
+				for _, cand := range res.slots {
+					if cand.plannedFor == p.uid && cand.state == slotPlanned {
+						s = cand
+					}
+				}
+			}
+		}
+		switch {
+		case p.terminal:
+			mb.State, mb.Node = "Finished", p.node
+		case p.holds():
+			mb.State, mb.Node = "Bound", p.node
+		case p.specErr != nil:
+			mb.State, mb.Reason = "Rejected", p.specErr.Error()
+		case p != refPod && disagreement(p.key(), *p.spec, *spec, refPod.key()) != nil:
+			mb.State, mb.Reason = "Rejected", disagreement(p.key(), *p.spec, *spec, refPod.key()).Error()
+		case s != nil:
+			mb.State, mb.Node = s.state.String(), s.node
+			if s.holdsCapacity() && res.state == reserving {
+				expires := res.expires
+				mb.ReservationExpires = &expires
+				mb.gpus = s.requests.GPU
+			}
+		case p.condition != "":
+			mb.Reason = "scheduler: " + p.condition
+		}
+		st.Members = append(st.Members, mb)
+	}
+	if st.Reason == "" {
+		st.Reason = "no member has reached lockstep's filter yet"
+		for _, mb := range st.Members {
+			if mb.Reason != "" {
+				st.Reason = mb.Reason
+				break
+			}
+		}
+	}
+	return st
+}

@@ -1,0 +1,11 @@
+//go:build unix && !linux
+
+package cluster
+
+import "syscall"
+
+// sysProcAttr puts the child in a process group of its own. Only Linux offers Pdeathsig here,
+// so elsewhere a crashed test run can leave the components running.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

@@ -1,0 +1,183 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// StartScheduler runs kube-scheduler with a KubeSchedulerConfiguration file shipped by the project
+// (e.g. deploy/scheduler-config/lockstep-sidecar.yaml), rewriting only what differs on loopback
+// (see RewriteSchedulerConfig); the result goes to WorkDir/scheduler.yaml. It returns once
+// kube-scheduler's /readyz answers 200, i.e. its informers have synced and it schedules.
+// extenderURL may be empty when the configuration has no extenders.
+func (c *Cluster) StartScheduler(ctx context.Context, configPath, extenderURL string) error {
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	if c.scheduler != nil {
+		return fmt.Errorf("cluster: kube-scheduler is already running (pid %d)", c.scheduler.pid())
+	}
+	if err := checkBinaries(c.BinDir, KubeScheduler); err != nil {
+		return err
+	}
+	in, err := os.ReadFile(configPath)
+	if err != nil {
+		return fmt.Errorf("cluster: reading scheduler config: %w", err)
+	}
+	out, err := RewriteSchedulerConfig(in, c.AdminKubeconfig, extenderURL)
+	if err != nil {
+		return fmt.Errorf("cluster: %s: %w", configPath, err)
+	}
+	rewritten := filepath.Join(c.WorkDir, "scheduler.yaml")
+	if err := os.WriteFile(rewritten, out, 0o644); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	port, err := FreePort()
+	if err != nil {
+		return err
+	}
+	certDir := filepath.Join(c.WorkDir, "scheduler-certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	// The notes' --secure-port 0 would leave no way to tell when the scheduler is ready; serve
+	// on loopback instead and poll /readyz (always allowed without authentication).
+	args := []string{
+		"--config", rewritten,
+		"--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(port),
+		"--cert-dir", certDir,
+		"--v", "2",
+	}
+	began := time.Now()
+	p, err := startProcess(KubeScheduler, filepath.Join(c.BinDir, KubeScheduler), args, c.WorkDir)
+	if err != nil {
+		return err
+	}
+	c.logf("cluster: started kube-scheduler (pid %d) with %s", p.pid(), configPath)
+
+	// Loopback, and the certificate is one kube-scheduler generated in memory a moment ago.
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above
+	}}
+	readyz := fmt.Sprintf("https://127.0.0.1:%d/readyz?verbose", port)
+	last := "no answer yet"
+	err = c.waitReady(ctx, p, SchedulerReadyTimeout, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyz, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		last = fmt.Sprintf("%s:\n%s", resp.Status, failedChecks(string(body)))
+		return resp.StatusCode == http.StatusOK, nil
+	}, func() string { return "last /readyz: " + last })
+	if err != nil {
+		p.stop(StopTimeout)
+		return err
+	}
+	c.scheduler = p
+	c.logf("cluster: kube-scheduler ready in %s", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// StopScheduler stops kube-scheduler if it runs (SIGTERM, then SIGKILL after StopTimeout);
+// StartScheduler may then run it again.
+func (c *Cluster) StopScheduler() {
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	if c.scheduler == nil {
+		return
+	}
+	c.scheduler.stop(StopTimeout)
+	c.scheduler = nil
+	c.logf("cluster: stopped kube-scheduler")
+}
+
+// RewriteSchedulerConfig parses a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1,
+// strictly: unknown fields are errors) and changes only what differs on loopback:
+//   - clientConnection.kubeconfig becomes kubeconfig;
+//   - leaderElection.leaderElect becomes false;
+//   - the host:port of every extender's urlPrefix becomes extenderURL's (scheme and path stay).
+//
+// Every other field keeps its value: the changes are applied to the document as written, so
+// fields the file leaves unset stay unset (and get kube-scheduler's defaults) instead of coming
+// back as zero values.
+func RewriteSchedulerConfig(in []byte, kubeconfig, extenderURL string) ([]byte, error) {
+	var cfg schedconfigv1.KubeSchedulerConfiguration
+	if err := yaml.UnmarshalStrict(in, &cfg); err != nil {
+		return nil, fmt.Errorf("parsing KubeSchedulerConfiguration: %w", err)
+	}
+	if want := schedconfigv1.SchemeGroupVersion.String(); cfg.APIVersion != want || cfg.Kind != "KubeSchedulerConfiguration" {
+		return nil, fmt.Errorf("want apiVersion %s, kind KubeSchedulerConfiguration; got %q, %q", want, cfg.APIVersion, cfg.Kind)
+	}
+	urlPrefixes := make([]string, len(cfg.Extenders))
+	if len(cfg.Extenders) > 0 {
+		target, err := url.Parse(extenderURL)
+		if err != nil || target.Host == "" {
+			return nil, fmt.Errorf("the configuration has %d extender(s), so it needs an extender URL like http://127.0.0.1:8888; got %q",
+				len(cfg.Extenders), extenderURL)
+		}
+		for i, e := range cfg.Extenders {
+			u, err := url.Parse(e.URLPrefix)
+			if err != nil || u.Host == "" {
+				return nil, fmt.Errorf("extender %d: urlPrefix %q is not an absolute URL", i, e.URLPrefix)
+			}
+			if u.Scheme != target.Scheme {
+				return nil, fmt.Errorf("extender %d: urlPrefix %q uses %s, the extender URL %q uses %s",
+					i, e.URLPrefix, u.Scheme, extenderURL, target.Scheme)
+			}
+			u.Host = target.Host
+			urlPrefixes[i] = u.String()
+		}
+	}
+
+	// The same document, generically, to change those fields and nothing else.
+	var doc map[string]any
+	if err := yaml.Unmarshal(in, &doc); err != nil {
+		return nil, fmt.Errorf("parsing KubeSchedulerConfiguration: %w", err)
+	}
+	object := func(key string) map[string]any {
+		m, ok := doc[key].(map[string]any)
+		if !ok { // absent or null (the typed parse rejected anything else)
+			m = map[string]any{}
+			doc[key] = m
+		}
+		return m
+	}
+	object("clientConnection")["kubeconfig"] = kubeconfig
+	object("leaderElection")["leaderElect"] = false
+	if len(urlPrefixes) > 0 {
+		extenders, _ := doc["extenders"].([]any)
+		if len(extenders) != len(urlPrefixes) {
+			return nil, fmt.Errorf("extenders: the typed and generic parses disagree")
+		}
+		for i := range extenders {
+			e, ok := extenders[i].(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("extender %d is not an object", i)
+			}
+			e["urlPrefix"] = urlPrefixes[i]
+		}
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("writing KubeSchedulerConfiguration: %w", err)
+	}
+	return out, nil
+}

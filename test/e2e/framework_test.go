@@ -1,0 +1,314 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/test/cluster"
+	"github.com/lockstep-sched/lockstep/test/harness"
+)
+
+// scenario is one test's namespace and nodes, removed when the test ends.
+type scenario struct {
+	t     *testing.T
+	ctx   context.Context
+	ns    string
+	nodes []string
+	binds *bindLog
+}
+
+// newScenario creates a namespace and n nodes with gpus GPUs each, named after the test.
+func newScenario(t *testing.T, n, gpus int) *scenario {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	id := strings.ToLower(rand.String(5))
+	s := &scenario{t: t, ctx: ctx, ns: "e2e-" + id}
+	_, err := env.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for i := range n {
+		name := fmt.Sprintf("%s-gpu-%d", id, i)
+		_, err := env.cluster.CreateNode(ctx, cluster.NodeSpec{Name: name, GPUs: gpus})
+		require.NoError(t, err)
+		s.nodes = append(s.nodes, name)
+	}
+	s.binds = watchBinds(t, ctx, s.ns)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("pods:\n%s", s.describePods())
+			t.Logf("/debug/gangs:\n%s", s.rawGangs())
+			t.Logf("lockstep log tail:\n%s", env.lockstep.Tail(6000))
+		}
+		s.deleteAllPods()
+		bg := context.Background()
+		for _, name := range s.nodes {
+			_ = env.client.CoreV1().Nodes().Delete(bg, name, metav1.DeleteOptions{})
+		}
+		_ = env.client.CoreV1().Namespaces().Delete(bg, s.ns, metav1.DeleteOptions{})
+		cancel()
+	})
+	return s
+}
+
+// createExample creates the pods a controller would make from an examples/ file.
+func (s *scenario) createExample(file string) []*corev1.Pod {
+	s.t.Helper()
+	pods, err := harness.PodsOf(filepath.Join(env.root, "examples", file), s.ns)
+	require.NoError(s.t, err)
+	for _, p := range pods {
+		s.create(p)
+	}
+	return pods
+}
+
+func (s *scenario) create(p *corev1.Pod) *corev1.Pod {
+	s.t.Helper()
+	p.Namespace = s.ns
+	out, err := env.client.CoreV1().Pods(s.ns).Create(s.ctx, p, metav1.CreateOptions{})
+	require.NoError(s.t, err, "creating pod %s", p.Name)
+	return out
+}
+
+// podSpec builds a pod asking for gpus GPUs, optionally in a gang.
+type podSpec struct {
+	name         string
+	gpus         int
+	gang         string
+	minAvailable int
+	waitingTime  string
+	nodeName     string
+	nodeSelector map[string]string
+	annotations  map[string]string
+}
+
+func (ps podSpec) pod() *corev1.Pod {
+	requests := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("100m"),
+		corev1.ResourceMemory: resource.MustParse("64Mi"),
+	}
+	if ps.gpus > 0 {
+		requests[gang.GPUResource] = *resource.NewQuantity(int64(ps.gpus), resource.DecimalSI)
+	}
+	limits := corev1.ResourceList{}
+	if ps.gpus > 0 {
+		limits[gang.GPUResource] = requests[gang.GPUResource]
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: ps.name, Annotations: map[string]string{}},
+		Spec: corev1.PodSpec{
+			NodeName:     ps.nodeName,
+			NodeSelector: ps.nodeSelector,
+			Containers: []corev1.Container{{
+				Name: "main", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},
+			}},
+		},
+	}
+	if ps.gang != "" {
+		p.Annotations[gang.AnnotationName] = ps.gang
+		p.Annotations[gang.AnnotationMinAvailable] = fmt.Sprint(ps.minAvailable)
+		if ps.waitingTime != "" {
+			p.Annotations[gang.AnnotationWaitingTime] = ps.waitingTime
+		}
+	}
+	for k, v := range ps.annotations {
+		p.Annotations[k] = v
+	}
+	return p
+}
+
+// unplaceable keeps a pod out of every node by the scheduler's own filters, so its gang holds a
+// reservation that cannot complete: the way to observe a gang mid-flight.
+var unplaceable = map[string]string{"lockstep.e2e/never": "true"}
+
+func (s *scenario) pods() []corev1.Pod {
+	s.t.Helper()
+	list, err := env.client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{})
+	require.NoError(s.t, err)
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return list.Items
+}
+
+// boundIn counts bound pods whose name starts with prefix.
+func (s *scenario) boundIn(prefix string) int {
+	n := 0
+	for _, p := range s.pods() {
+		if strings.HasPrefix(p.Name, prefix) && p.Spec.NodeName != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// eventually polls cond every 250ms until it holds or the deadline passes.
+func (s *scenario) eventually(timeout time.Duration, what string, cond func() bool) {
+	s.t.Helper()
+	err := wait.PollUntilContextTimeout(s.ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		s.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	}
+}
+
+// gangs reads lockstep's /debug/gangs for the scenario's namespace.
+func (s *scenario) gangs() map[string]gang.GangStatus {
+	s.t.Helper()
+	var list []gang.GangStatus
+	require.NoError(s.t, json.Unmarshal([]byte(s.rawGangs()), &list))
+	out := map[string]gang.GangStatus{}
+	for _, g := range list {
+		require.Equal(s.t, s.ns, g.Namespace, "/debug/gangs?namespace= must narrow to one namespace")
+		out[g.Name] = g
+	}
+	return out
+}
+
+func (s *scenario) rawGangs() string {
+	resp, err := http.Get(env.lockstep.URL + "/debug/gangs?namespace=" + s.ns)
+	if err != nil {
+		return "[]"
+	}
+	defer resp.Body.Close()
+	var raw json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		return "[]"
+	}
+	return string(raw)
+}
+
+// gangAttempts is how often lockstep turned a gang away; 0 when lockstep does not know it (yet).
+func (s *scenario) gangAttempts(name string) int {
+	return s.gangs()[name].Attempts
+}
+
+// schedulingMessage returns the latest FailedScheduling message the scheduler wrote for a pod.
+func (s *scenario) schedulingMessage(pod string) string {
+	list, err := env.client.CoreV1().Events(s.ns).List(s.ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + pod + ",reason=FailedScheduling",
+	})
+	if err != nil || len(list.Items) == 0 {
+		return ""
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		return eventTime(list.Items[i]).Before(eventTime(list.Items[j]))
+	})
+	return list.Items[len(list.Items)-1].Message
+}
+
+// hasEvent reports whether lockstep wrote an event with reason on the pod.
+func (s *scenario) hasEvent(pod, reason, contains string) bool {
+	list, err := env.client.CoreV1().Events(s.ns).List(s.ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + pod + ",reason=" + reason,
+	})
+	if err != nil {
+		return false
+	}
+	for _, e := range list.Items {
+		if strings.Contains(e.Message, contains) {
+			return true
+		}
+	}
+	return false
+}
+
+func eventTime(e corev1.Event) time.Time {
+	for _, t := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time, e.CreationTimestamp.Time} {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+func (s *scenario) deletePod(name string) {
+	s.t.Helper()
+	zero := int64(0)
+	require.NoError(s.t, env.client.CoreV1().Pods(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+}
+
+// deleteAllPods removes the namespace's pods (no kubelet: grace period 0) and waits until they are gone.
+func (s *scenario) deleteAllPods() {
+	bg := context.Background()
+	zero := int64(0)
+	_ = env.client.CoreV1().Pods(s.ns).DeleteCollection(bg, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	_ = wait.PollUntilContextTimeout(bg, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := env.client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0, nil
+	})
+}
+
+func (s *scenario) describePods() string {
+	var b strings.Builder
+	for _, p := range s.pods() {
+		fmt.Fprintf(&b, "  %-28s node=%-14q %s\n", p.Name, p.Spec.NodeName, s.schedulingMessage(p.Name))
+	}
+	return b.String()
+}
+
+// bindLog records, from a watch, when each pod of a namespace was first seen bound.
+type bindLog struct {
+	mu    sync.Mutex
+	at    map[string]time.Time
+	gangs map[string]string // pod -> gang name
+}
+
+func watchBinds(t *testing.T, ctx context.Context, ns string) *bindLog {
+	l := &bindLog{at: map[string]time.Time{}, gangs: map[string]string{}}
+	f := informers.NewSharedInformerFactoryWithOptions(env.client, 0, informers.WithNamespace(ns))
+	inf := f.Core().V1().Pods().Informer()
+	record := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Spec.NodeName == "" {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if _, seen := l.at[p.Name]; !seen {
+			l.at[p.Name] = time.Now()
+			l.gangs[p.Name] = p.Annotations[gang.AnnotationName]
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})
+	f.Start(ctx.Done())
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), inf.HasSynced))
+	return l
+}
+
+// assertNeverPartial checks that a gang was either never bound, or that its first minAvailable
+// members were bound within one commit of each other: no partial gang persisted.
+func (l *bindLog) assertNeverPartial(t *testing.T, gangName string, minAvailable int) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var times []time.Time
+	for pod, g := range l.gangs {
+		if g == gangName {
+			times = append(times, l.at[pod])
+		}
+	}
+	if len(times) == 0 {
+		return
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	require.GreaterOrEqual(t, len(times), minAvailable, "gang %s ended partial: %d of min-available %d bound", gangName, len(times), minAvailable)
+	spread := times[minAvailable-1].Sub(times[0])
+	require.Less(t, spread, 5*time.Second, "gang %s: its first %d members were bound %s apart; a commit binds them together", gangName, minAvailable, spread)
+}

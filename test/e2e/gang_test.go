@@ -1,0 +1,279 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockstep-sched/lockstep/gang"
+)
+
+// (i) 4 nodes x 2 GPUs: the 5 x 2-GPU MPI job binds nothing however often the scheduler retries,
+// and says why; the 4 x 2-GPU job binds whole.
+func TestGangThatDoesNotFitBindsNothing(t *testing.T) {
+	s := newScenario(t, 4, 2)
+	s.createExample("mpi-5x2gpu-pending.yaml")
+	want := fmt.Sprintf("gang %s/mpi-5x2gpu: 5 members need 10 nvidia.com/gpu, 8 free", s.ns)
+	s.eventually(30*time.Second, "every member turned away once", func() bool { return s.gangAttempts("mpi-5x2gpu") >= 5 })
+	// kube-scheduler parks pods an extender rejected until the cluster changes. Change it three
+	// times (an unrelated pod binding) and watch the gang be retried and refused each time.
+	for i := range 3 {
+		before := s.gangAttempts("mpi-5x2gpu")
+		s.create(podSpec{name: fmt.Sprintf("bystander-%d", i)}.pod())
+		s.eventually(60*time.Second, "the scheduler to retry the gang after a cluster change", func() bool {
+			return s.gangAttempts("mpi-5x2gpu") > before
+		})
+	}
+	s.eventually(30*time.Second, "FailedScheduling to carry lockstep's reason", func() bool {
+		return strings.Contains(s.schedulingMessage("mpi-5x2gpu-0"), want)
+	})
+	require.Zero(t, s.boundIn("mpi-5x2gpu"), "no member of a gang that does not fit may bind")
+	require.Equal(t, 3, s.boundIn("bystander"), "ordinary pods schedule beside the waiting gang")
+	g := s.gangs()["mpi-5x2gpu"]
+	require.Equal(t, gang.PhaseWaiting, g.Phase)
+	require.Contains(t, g.Reason, want)
+	require.True(t, s.hasEvent("mpi-5x2gpu-0", gang.ReasonWaiting, want) || s.hasEvent("mpi-5x2gpu-1", gang.ReasonWaiting, want))
+	s.deleteAllPods()
+
+	s.createExample("mpi-4x2gpu-runs.yaml")
+	s.eventually(60*time.Second, "all 4 workers bound", func() bool { return s.boundIn("mpi-4x2gpu") == 4 })
+	nodes := map[string]bool{}
+	for _, p := range s.pods() {
+		nodes[p.Spec.NodeName] = true
+	}
+	require.Len(t, nodes, 4, "4 workers x 2 GPUs on 4 nodes x 2 GPUs use every node once")
+	s.binds.assertNeverPartial(t, "mpi-4x2gpu", 4)
+	s.eventually(10*time.Second, "the gang to show Bound", func() bool { return s.gangs()["mpi-4x2gpu"].Phase == gang.PhaseBound })
+}
+
+// (i-b) One GPU taken on each node: 4 GPUs free in total, yet no node holds a 2-GPU member.
+func TestGangDoesNotFitOnFragmentedGPUs(t *testing.T) {
+	s := newScenario(t, 4, 2)
+	for i, node := range s.nodes {
+		s.create(podSpec{name: fmt.Sprintf("ordinary-%d", i), gpus: 1, nodeName: node}.pod())
+	}
+	for i := range 2 {
+		s.create(podSpec{name: fmt.Sprintf("pair-%d", i), gpus: 2, gang: "pair", minAvailable: 2}.pod())
+	}
+	s.eventually(60*time.Second, "a FailedScheduling reason about where the members do not fit", func() bool {
+		msg := s.schedulingMessage("pair-0")
+		return strings.Contains(msg, "nvidia.com/gpu")
+	})
+	require.Zero(t, s.boundIn("pair"))
+	s.eventually(30*time.Second, "/debug/gangs to explain the wait", func() bool {
+		g := s.gangs()["pair"]
+		return g.Phase == gang.PhaseWaiting && strings.Contains(g.Reason, "nvidia.com/gpu")
+	})
+	require.Zero(t, s.boundIn("pair"))
+}
+
+// (ii) 2 GPUs and 4 one-GPU members: min-available 4 binds none, min-available 2 binds exactly 2.
+func TestMinAvailableDecidesHowManyBind(t *testing.T) {
+	s := newScenario(t, 1, 2)
+	s.createExample("dlrover-4workers-min4.yaml")
+	want := fmt.Sprintf("gang %s/dlrover-elastic-min4: 4 members need 4 nvidia.com/gpu, 2 free", s.ns)
+	s.eventually(60*time.Second, "every member of the min-4 gang to be turned away", func() bool {
+		return s.gangAttempts("dlrover-elastic-min4") >= 4 && strings.Contains(s.gangs()["dlrover-elastic-min4"].Reason, want)
+	})
+	require.Zero(t, s.boundIn("dlrover-elastic-min4"))
+	s.deleteAllPods()
+
+	s.createExample("dlrover-4workers-min2.yaml")
+	s.eventually(60*time.Second, "2 members bound", func() bool { return s.boundIn("dlrover-elastic-min2") == 2 })
+	// The other two schedule as ordinary pods after quorum and find no GPU left.
+	for _, p := range s.pods() {
+		if p.Spec.NodeName == "" {
+			name := p.Name
+			s.eventually(60*time.Second, name+" to be refused for lack of GPUs", func() bool {
+				return strings.Contains(s.schedulingMessage(name), "nvidia.com/gpu")
+			})
+		}
+	}
+	require.Equal(t, 2, s.boundIn("dlrover-elastic-min2"), "exactly min-available members fit")
+	s.binds.assertNeverPartial(t, "dlrover-elastic-min2", 2)
+}
+
+// (iii) Two gangs that each fit alone but not together, submitted interleaved: one binds whole,
+// the other waits with a reason; deleting the first lets the second bind.
+func TestCompetingGangsNeitherDeadlockNorShare(t *testing.T) {
+	s := newScenario(t, 4, 2)
+	for i := range 4 {
+		for _, g := range []string{"alpha", "beta"} {
+			s.create(podSpec{name: fmt.Sprintf("%s-%d", g, i), gpus: 2, gang: g, minAvailable: 4}.pod())
+		}
+	}
+	var winner, loser string
+	s.eventually(90*time.Second, "one gang fully bound", func() bool {
+		a, b := s.boundIn("alpha"), s.boundIn("beta")
+		switch {
+		case a == 4:
+			winner, loser = "alpha", "beta"
+		case b == 4:
+			winner, loser = "beta", "alpha"
+		}
+		return winner != ""
+	})
+	s.eventually(60*time.Second, loser+" to wait with a reason", func() bool {
+		g := s.gangs()[loser]
+		return g.Phase == gang.PhaseWaiting && strings.Contains(g.Reason, "nvidia.com/gpu") && g.Attempts > 0
+	})
+	require.Zero(t, s.boundIn(loser), "the losing gang binds nothing while the winner holds the GPUs")
+
+	for i := range 4 {
+		s.deletePod(fmt.Sprintf("%s-%d", winner, i))
+	}
+	s.eventually(90*time.Second, loser+" fully bound once the winner is gone", func() bool { return s.boundIn(loser) == 4 })
+	s.binds.assertNeverPartial(t, "alpha", 4)
+	s.binds.assertNeverPartial(t, "beta", 4)
+}
+
+// (iv) While a gang holds a reservation, ordinary GPU pods keep scheduling, but never onto the
+// reserved GPUs; when the gang's last member can be placed, the gang binds whole.
+func TestOrdinaryPodsNeverTakeReservedGPUs(t *testing.T) {
+	s := newScenario(t, 4, 2)
+	s.create(podSpec{name: "held-0", gpus: 2, gang: "held", minAvailable: 3, waitingTime: "3m"}.pod())
+	s.create(podSpec{name: "held-1", gpus: 2, gang: "held", minAvailable: 3, waitingTime: "3m"}.pod())
+	s.create(podSpec{name: "held-2", gpus: 2, gang: "held", minAvailable: 3, waitingTime: "3m", nodeSelector: unplaceable}.pod())
+	reserved := s.waitForWaitingMembers("held", 2)
+	require.Len(t, reserved, 3, "the gang reserves a node for each of its 3 members")
+
+	for i := range 3 {
+		s.create(podSpec{name: fmt.Sprintf("ordinary-%d", i), gpus: 1}.pod())
+	}
+	s.eventually(60*time.Second, "2 ordinary pods bound on the free GPUs", func() bool { return s.boundIn("ordinary") == 2 })
+	for _, p := range s.pods() {
+		if strings.HasPrefix(p.Name, "ordinary") && p.Spec.NodeName != "" {
+			require.False(t, reserved[p.Spec.NodeName], "ordinary pod %s landed on %s, which gang held reserves", p.Name, p.Spec.NodeName)
+		}
+	}
+	s.eventually(60*time.Second, "the third ordinary pod to be refused", func() bool {
+		for _, p := range s.pods() {
+			if strings.HasPrefix(p.Name, "ordinary") && p.Spec.NodeName == "" {
+				return strings.Contains(s.schedulingMessage(p.Name), "nvidia.com/gpu")
+			}
+		}
+		return false
+	})
+	require.Zero(t, s.boundIn("held"))
+
+	// The stuck member is replaced by one the scheduler can place: it takes the free slot.
+	s.deletePod("held-2")
+	s.create(podSpec{name: "held-2b", gpus: 2, gang: "held", minAvailable: 3, waitingTime: "3m"}.pod())
+	s.eventually(60*time.Second, "the gang bound whole", func() bool { return s.boundIn("held") == 3 })
+	s.binds.assertNeverPartial(t, "held", 3)
+	require.Equal(t, 2, s.boundIn("ordinary"))
+}
+
+// (v) lockstep killed while a gang's binds are held: nothing binds while it is down, and after
+// the restart the gang completes from the scheduler's retries alone.
+func TestRestartMidGangLeavesNoPartialGang(t *testing.T) {
+	s := newScenario(t, 4, 2)
+	for i := range 3 {
+		s.create(podSpec{name: fmt.Sprintf("phoenix-%d", i), gpus: 2, gang: "phoenix", minAvailable: 4, waitingTime: "3m"}.pod())
+	}
+	s.create(podSpec{name: "phoenix-3", gpus: 2, gang: "phoenix", minAvailable: 4, waitingTime: "3m", nodeSelector: unplaceable}.pod())
+	s.waitForWaitingMembers("phoenix", 3)
+
+	env.lockstep.Kill()
+	restarted := false
+	defer func() {
+		if !restarted {
+			require.NoError(t, env.lockstep.Start(s.ctx))
+		}
+	}()
+	require.Zero(t, s.boundIn("phoenix"), "held binds must not complete when lockstep dies")
+	s.deletePod("phoenix-3")
+	s.create(podSpec{name: "phoenix-3b", gpus: 2, gang: "phoenix", minAvailable: 4, waitingTime: "3m"}.pod())
+	require.Zero(t, s.boundIn("phoenix"))
+
+	require.NoError(t, env.lockstep.Start(s.ctx))
+	restarted = true
+	s.eventually(90*time.Second, "the gang bound whole after the restart", func() bool { return s.boundIn("phoenix") == 4 })
+	s.binds.assertNeverPartial(t, "phoenix", 4)
+	s.eventually(10*time.Second, "the restarted lockstep to show the gang Bound", func() bool {
+		return s.gangs()["phoenix"].Phase == gang.PhaseBound
+	})
+}
+
+// (vi) A gang that cannot complete gives its reservation back when its waiting time runs out,
+// says so, and the gang waiting behind it gets the GPUs.
+func TestExpiredReservationLetsNextGangThrough(t *testing.T) {
+	s := newScenario(t, 4, 2)
+	for i := range 3 {
+		s.create(podSpec{name: fmt.Sprintf("stuck-%d", i), gpus: 2, gang: "stuck", minAvailable: 4, waitingTime: "15s"}.pod())
+	}
+	s.create(podSpec{name: "stuck-3", gpus: 2, gang: "stuck", minAvailable: 4, waitingTime: "15s", nodeSelector: unplaceable}.pod())
+	s.eventually(60*time.Second, "gang stuck to reserve", func() bool { return s.gangs()["stuck"].Phase == gang.PhaseReserving })
+
+	s.create(podSpec{name: "next-0", gpus: 2, gang: "next", minAvailable: 2}.pod())
+	s.create(podSpec{name: "next-1", gpus: 2, gang: "next", minAvailable: 2}.pod())
+	s.eventually(60*time.Second, "gang next to wait on stuck's reservation", func() bool {
+		return strings.Contains(s.gangs()["next"].Reason, fmt.Sprintf("gang %s/stuck holds", s.ns))
+	})
+	require.Zero(t, s.boundIn("next"))
+
+	s.eventually(60*time.Second, "stuck to time out", func() bool { return s.gangs()["stuck"].Phase == gang.PhaseTimedOut })
+	require.Contains(t, s.gangs()["stuck"].Reason, "expired")
+	s.eventually(30*time.Second, "a GangTimedOut event", func() bool { return s.hasEvent("stuck-0", gang.ReasonTimedOut, "expired") })
+	s.eventually(60*time.Second, "gang next bound", func() bool { return s.boundIn("next") == 2 })
+	require.Zero(t, s.boundIn("stuck"))
+	s.binds.assertNeverPartial(t, "next", 2)
+}
+
+// (vii) /debug/gangs shows every gang with its members, and a bad annotation is refused naming
+// the pod, the key and the value, in the FailedScheduling event and as a GangRejected event.
+func TestDebugGangsAndBadAnnotations(t *testing.T) {
+	s := newScenario(t, 2, 2)
+	s.createExample("tf-ps-worker.yaml")
+	bad := podSpec{name: "typo-0", gpus: 1, gang: "typo", minAvailable: 1}.pod()
+	bad.Annotations[gang.AnnotationMinAvailable] = "two"
+	s.create(bad)
+
+	s.eventually(60*time.Second, "the TF gang (PS without GPU + 3 GPU workers) bound", func() bool { return s.boundIn("tf-ps-worker") == 4 })
+	s.binds.assertNeverPartial(t, "tf-ps-worker", 4)
+	wantBad := fmt.Sprintf(`pod %s/typo-0: annotation %s="two": must be a positive integer`, s.ns, gang.AnnotationMinAvailable)
+	s.eventually(60*time.Second, "the bad annotation in FailedScheduling", func() bool {
+		return strings.Contains(s.schedulingMessage("typo-0"), wantBad)
+	})
+	s.eventually(30*time.Second, "a GangRejected event", func() bool { return s.hasEvent("typo-0", gang.ReasonRejected, wantBad) })
+
+	gangs := s.gangs()
+	tf := gangs["tf-ps-worker"]
+	require.Equal(t, gang.PhaseBound, tf.Phase)
+	require.Equal(t, 4, tf.MinAvailable)
+	require.Equal(t, 4, tf.TotalNumber)
+	require.Len(t, tf.Members, 4)
+	for _, m := range tf.Members {
+		require.Equal(t, "Bound", m.State, m.Pod)
+		require.NotEmpty(t, m.Node, m.Pod)
+	}
+	typo := gangs["typo"]
+	require.Len(t, typo.Members, 1)
+	require.Equal(t, "Rejected", typo.Members[0].State)
+	require.Contains(t, typo.Members[0].Reason, wantBad)
+}
+
+// waitForWaitingMembers waits until n members of a gang are held at bind waiting for quorum and
+// returns the nodes the gang's reservation holds.
+func (s *scenario) waitForWaitingMembers(gangName string, n int) map[string]bool {
+	s.t.Helper()
+	var reserved map[string]bool
+	s.eventually(60*time.Second, fmt.Sprintf("%d members of %s held at bind", n, gangName), func() bool {
+		g := s.gangs()[gangName]
+		waiting := 0
+		reserved = map[string]bool{}
+		for _, m := range g.Members {
+			if m.State == "WaitingForQuorum" {
+				waiting++
+			}
+			if m.Node != "" {
+				reserved[m.Node] = true
+			}
+		}
+		return g.Phase == gang.PhaseReserving && waiting >= n
+	})
+	return reserved
+}

@@ -1,0 +1,122 @@
+// Package harness runs lockstep as its own process beside a real control plane (test/cluster), for
+// the end-to-end suite and `make demo`.
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// BuildExtender compiles ./cmd/extender into dir and returns the binary's path.
+func BuildExtender(repoRoot, dir string) (string, error) {
+	bin := filepath.Join(dir, "extender")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/extender")
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building ./cmd/extender: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Lockstep is a running (or stopped) lockstep process.
+type Lockstep struct {
+	Binary  string
+	Args    []string
+	LogPath string
+	// URL is http://127.0.0.1:<port>, where the scheduler and tests reach it.
+	URL string
+	cmd *exec.Cmd
+	log *os.File
+}
+
+// NewLockstep prepares a lockstep listening on 127.0.0.1:port; extra flags follow --listen.
+func NewLockstep(binary, logPath string, port int, extra ...string) *Lockstep {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	return &Lockstep{
+		Binary:  binary,
+		Args:    append([]string{"--listen", addr}, extra...),
+		LogPath: logPath,
+		URL:     "http://" + addr,
+	}
+}
+
+// Start runs the process and waits until /readyz answers 200 (its informers synced).
+func (l *Lockstep) Start(ctx context.Context) error {
+	if l.cmd != nil {
+		return fmt.Errorf("lockstep is already running (pid %d)", l.cmd.Process.Pid)
+	}
+	log, err := os.OpenFile(l.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(l.Binary, l.Args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("starting lockstep: %w", err)
+	}
+	l.cmd, l.log = cmd, log
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, fmt.Errorf("lockstep exited during start-up: %s", l.Tail(4096))
+		default:
+		}
+		resp, err := http.Get(l.URL + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		l.Kill()
+		return fmt.Errorf("lockstep did not become ready: %w; log tail:\n%s", err, l.Tail(4096))
+	}
+	return nil
+}
+
+// Kill stops the process at once, as a crash would: no graceful shutdown.
+func (l *Lockstep) Kill() {
+	if l.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL)
+	_ = l.cmd.Process.Kill()
+	// Wait is done by the goroutine started in Start; give the process a moment to be reaped by
+	// polling its existence rather than sleeping blindly.
+	_ = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return syscall.Kill(l.cmd.Process.Pid, 0) != nil, nil
+	})
+	l.cmd = nil
+	if l.log != nil {
+		l.log.Close()
+		l.log = nil
+	}
+}
+
+// Tail returns the last n bytes of lockstep's log.
+func (l *Lockstep) Tail(n int64) string {
+	f, err := os.Open(l.LogPath)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
