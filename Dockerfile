@@ -13,7 +13,9 @@ COPY . .
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/extender ./cmd/gpu-agent
 
-FROM gcr.io/distroless/static:nonroot
+# The binaries are static, but the gpu-agent runs the nvidia-smi that the NVIDIA container runtime
+# mounts from the host, which is linked against glibc: hence distroless/base rather than static.
+FROM gcr.io/distroless/base-debian12:nonroot
 COPY --from=build /out/extender /out/gpu-agent /
 USER 65532:65532
 ENTRYPOINT ["/extender"]

@@ -49,6 +49,13 @@ func defaultOptions() options {
 	}
 }
 
+// newFlagSet returns a flag set bound to o, for tests that parse shipped argument lists.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("extender", flag.ContinueOnError)
+	o.register(fs)
+	return fs
+}
+
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "kubeconfig file; empty means the in-cluster service account")
 	fs.StringVar(&o.listen, "listen", o.listen, "HOST:PORT to serve the extender verbs, /debug/gangs, /healthz, /readyz and /metrics on")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-sched/lockstep/gang"
 )
@@ -218,6 +220,18 @@ func TestExpiredReservationLetsNextGangThrough(t *testing.T) {
 	s.eventually(60*time.Second, "stuck to time out", func() bool { return s.gangs()["stuck"].Phase == gang.PhaseTimedOut })
 	require.Contains(t, s.gangs()["stuck"].Reason, "expired")
 	s.eventually(30*time.Second, "a GangTimedOut event", func() bool { return s.hasEvent("stuck-0", gang.ReasonTimedOut, "expired") })
+	s.eventually(30*time.Second, "the GangScheduled=False TimedOut condition on the stuck members", func() bool {
+		pod, err := env.client.CoreV1().Pods(s.ns).Get(s.ctx, "stuck-0", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range pod.Status.Conditions {
+			if c.Type == gang.ConditionGangScheduled && c.Status == corev1.ConditionFalse && c.Reason == gang.ConditionReasonTimedOut {
+				return true
+			}
+		}
+		return false
+	})
 	s.eventually(60*time.Second, "gang next bound", func() bool { return s.boundIn("next") == 2 })
 	require.Zero(t, s.boundIn("stuck"))
 	s.binds.assertNeverPartial(t, "next", 2)

@@ -1,19 +1,17 @@
 // Package e2e runs lockstep against a real etcd, kube-apiserver and kube-scheduler on loopback.
 // kube-scheduler runs with the shipped deploy/scheduler-config/lockstep-sidecar.yaml, and lockstep
-// runs as its own process with a ServiceAccount token bound only by the shipped RBAC.
+// (built with -race) runs as its own process with a ServiceAccount token bound only by the
+// shipped RBAC.
 package e2e
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/lockstep-sched/lockstep/test/cluster"
@@ -29,8 +27,6 @@ var env struct {
 	lockstep *harness.Lockstep
 }
 
-const schedulerConfig = "deploy/scheduler-config/lockstep-sidecar.yaml"
-
 func TestMain(m *testing.M) {
 	os.Exit(runSuite(m))
 }
@@ -41,100 +37,23 @@ func runSuite(m *testing.M) int {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...)
 	}
-	if err := setUp(ctx, logf); err != nil {
+	// LOCKSTEP_E2E_KEEP=1 keeps every component's log and data for a look after the run.
+	e, err := harness.Up(ctx, harness.Options{Logf: logf, KeepWorkDir: os.Getenv("LOCKSTEP_E2E_KEEP") != "", Race: true})
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: setting up the control plane failed: %v\n", err)
-		tearDown(true)
 		return 1
 	}
+	env.root, env.cluster, env.client, env.lockstep = e.Root, e.Cluster, e.Cluster.Client, e.Lockstep
 	code := m.Run()
-	tearDown(code != 0)
-	return code
-}
-
-func setUp(ctx context.Context, logf func(string, ...any)) error {
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		return err
+	// lockstep runs with the race detector in its own process: a race shows only in its log.
+	if log, err := os.ReadFile(env.lockstep.LogPath); err == nil && strings.Contains(string(log), "WARNING: DATA RACE") {
+		fmt.Fprintf(os.Stderr, "e2e: the race detector reported a data race in lockstep; see %s\n", env.lockstep.LogPath)
+		code = 1
 	}
-	env.root = root
-	// LOCKSTEP_E2E_KEEP=1 keeps every component's log and data for a look after the run.
-	c, err := cluster.Start(ctx, cluster.Options{Logf: logf, KeepWorkDir: os.Getenv("LOCKSTEP_E2E_KEEP") != ""})
-	if err != nil {
-		return err
-	}
-	env.cluster, env.client = c, c.Client
-
-	// The shipped manifests must apply to a real apiserver; lockstep then runs with the
-	// ServiceAccount and ClusterRole they define and nothing more.
-	var objs []*unstructured.Unstructured
-	for _, f := range []string{"namespace.yaml", "rbac.yaml", "configmap.yaml", "deployment.yaml"} {
-		o, err := harness.DecodeFile(filepath.Join(root, "deploy/manifests", f))
-		if err != nil {
-			return err
-		}
-		objs = append(objs, o...)
-	}
-	agent, _ := filepath.Glob(filepath.Join(root, "deploy/gpu-agent/*.yaml"))
-	for _, f := range agent {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue // kustomize's own file, not an API object
-		}
-		o, err := harness.DecodeFile(f)
-		if err != nil {
-			return err
-		}
-		objs = append(objs, o...)
-	}
-	if err := harness.Create(ctx, c.RESTConfig, objs); err != nil {
-		return fmt.Errorf("applying deploy/ manifests: %w", err)
-	}
-	logf("applied %d objects from deploy/", len(objs))
-	expiry := int64(4 * 3600)
-	tok, err := c.Client.CoreV1().ServiceAccounts("lockstep-system").CreateToken(ctx, "lockstep",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("token for ServiceAccount lockstep-system/lockstep: %w", err)
-	}
-	kubeconfig, err := c.KubeconfigForToken("lockstep", tok.Status.Token)
-	if err != nil {
-		return err
-	}
-
-	bin, err := harness.BuildExtender(root, c.WorkDir)
-	if err != nil {
-		return err
-	}
-	port, err := cluster.FreePort()
-	if err != nil {
-		return err
-	}
-	env.lockstep = harness.NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port,
-		"--kubeconfig", kubeconfig,
-		"--scheduler-config", filepath.Join(root, schedulerConfig),
-		"--bind-wait", "8s",
-		"-v", "2")
-	if err := env.lockstep.Start(ctx); err != nil {
-		return err
-	}
-	logf("lockstep ready at %s", env.lockstep.URL)
-	if err := c.StartScheduler(ctx, filepath.Join(root, schedulerConfig), env.lockstep.URL); err != nil {
-		return err
-	}
-	logf("kube-scheduler running with %s", schedulerConfig)
-	return nil
-}
-
-func tearDown(failed bool) {
-	if failed && env.lockstep != nil {
+	if code != 0 {
 		fmt.Fprintf(os.Stderr, "e2e: lockstep log tail:\n%s\n", env.lockstep.Tail(8000))
-	}
-	if failed && env.cluster != nil {
 		fmt.Fprintf(os.Stderr, "e2e: kube-scheduler log tail:\n%s\n", env.cluster.LogTail(cluster.KubeScheduler, 40))
 	}
-	if env.lockstep != nil {
-		env.lockstep.Kill()
-	}
-	if env.cluster != nil {
-		env.cluster.Stop()
-	}
+	e.Down()
+	return code
 }

@@ -16,10 +16,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// BuildExtender compiles ./cmd/extender into dir and returns the binary's path.
-func BuildExtender(repoRoot, dir string) (string, error) {
+// BuildExtender compiles ./cmd/extender into dir, with the race detector when race is set, and
+// returns the binary's path.
+func BuildExtender(repoRoot, dir string, race bool) (string, error) {
 	bin := filepath.Join(dir, "extender")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/extender")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/extender")...)
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building ./cmd/extender: %w\n%s", err, out)
