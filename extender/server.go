@@ -107,13 +107,16 @@ func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
 	if args.NodeNames != nil || args.Nodes == nil {
 		// nodeCacheCapable: the scheduler sent names and reads names back.
 		feasible := result.Feasible
+		if feasible == nil {
+			feasible = []string{} // an empty list, not null, when no node passes
+		}
 		out.NodeNames = &feasible
 	} else {
 		keep := make(map[string]bool, len(result.Feasible))
 		for _, n := range result.Feasible {
 			keep[n] = true
 		}
-		list := &corev1.NodeList{}
+		list := &corev1.NodeList{Items: []corev1.Node{}}
 		for i := range args.Nodes.Items {
 			if keep[args.Nodes.Items[i].Name] {
 				list.Items = append(list.Items, args.Nodes.Items[i])

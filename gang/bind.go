@@ -71,17 +71,32 @@ func (m *Manager) Bind(ctx context.Context, namespace, name string, uid types.UI
 	defer hold.Stop()
 	expiry := time.NewTimer(time.Until(expires))
 	defer expiry.Stop()
-	select {
-	case <-done:
-	case <-hold.C:
-		m.mu.RLock()
-		defer m.mu.RUnlock()
-		return fmt.Errorf("gang %s: %w: %d of %d members ready to bind after %s; pod %s keeps its reservation on %s and lockstep binds it when the quorum arrives",
-			g.key, ErrAwaitingQuorum, res.countState(slotWaiting)+g.boundCount(), p.spec.MinAvailable, m.cfg.BindWait, p.key(), node)
-	case <-expiry.C:
-		return fmt.Errorf("gang %s: reservation expired before quorum; pod %s is not bound", g.key, p.key())
-	case <-ctx.Done():
-		return fmt.Errorf("gang %s: bind of %s abandoned: %w", g.key, p.key(), ctx.Err())
+	expired := expiry.C
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-hold.C:
+			m.mu.RLock()
+			defer m.mu.RUnlock()
+			if res.state == committing {
+				return fmt.Errorf("gang %s: quorum reached, bindings still being written after %s; the scheduler's retry finds pod %s bound", g.key, m.cfg.BindWait, p.key())
+			}
+			return fmt.Errorf("gang %s: %w: %d of %d members ready to bind after %s; pod %s keeps its reservation on %s and lockstep binds it when the quorum arrives",
+				g.key, ErrAwaitingQuorum, res.countState(slotWaiting)+g.boundCount(), p.spec.MinAvailable, m.cfg.BindWait, p.key(), node)
+		case <-expired:
+			m.mu.RLock()
+			committing := res.state == committing
+			m.mu.RUnlock()
+			if !committing {
+				return fmt.Errorf("gang %s: reservation expired before quorum; pod %s is not bound", g.key, p.key())
+			}
+			// The quorum arrived in time; the commit decides this pod's fate.
+			expired = nil
+		case <-ctx.Done():
+			return fmt.Errorf("gang %s: bind of %s abandoned: %w", g.key, p.key(), ctx.Err())
+		}
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()

@@ -132,6 +132,8 @@ func (m *Manager) admitGang(p *podInfo, g *gangInfo, spec *Spec, nodes []string)
 		}
 		switch {
 		case q == p || q.spec == nil || q.holds() || q.terminal:
+		case disagreement(q.key(), *q.spec, *spec, p.key()) != nil:
+			// Rejected at its own filter: it never comes to claim a place held for it.
 		case q.gated:
 			gated++
 		default:
@@ -144,6 +146,13 @@ func (m *Manager) admitGang(p *podInfo, g *gangInfo, spec *Spec, nodes []string)
 			reason += fmt.Sprintf(", %d of them held by scheduling gates", gated)
 		}
 		return m.wait(p, g, nodes, reason)
+	}
+	if old := g.reservation; old != nil && old.state == reserving {
+		// go-cache hides an expired reservation at once but reports it only when its janitor
+		// next runs; a new Set would replace it unreported. Expire it here so that its waiters
+		// wake and the gang's time-out and cool-down are not skipped.
+		writes, writer := m.expireLocked(g.key, old)
+		go m.writeConditions(writer, writes)
 	}
 	if wait := m.coolDown(g, spec); wait > 0 {
 		return m.wait(p, g, nodes, fmt.Sprintf("gang %s: its reservation timed out; it plans again in %s so that other waiting gangs get the capacity first",
@@ -179,6 +188,7 @@ func (m *Manager) admitGang(p *podInfo, g *gangInfo, spec *Spec, nodes []string)
 		res.slots = append(res.slots, s)
 	}
 	m.reservations.Set(g.key, res, waiting)
+	g.reservation = res
 	g.timedOut = false
 	g.lastReason = fmt.Sprintf("gang %s: %d %s reserved until %s; waiting for them to reach bind",
 		g.key, need, plural(need, "member", "members"), res.expires.UTC().Format("15:04:05"))

@@ -386,3 +386,120 @@ func TestFilterOrdinaryPod(t *testing.T) {
 		})
 	}
 }
+
+// A member that disagrees with its gang is not counted, nor planned for, when the gang is admitted:
+// it will never pass filter, so a place held for it would only block capacity until expiry.
+func TestDisagreeingMemberNotPlanned(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	w0 := builders.Pod("default", "w-0").GPU(2).Gang("mpi", 2).Created(t0).Obj()
+	odd := builders.Pod("default", "w-odd").GPU(2).Gang("mpi", 3).Created(t0.Add(timeSecond(1))).Obj()
+	e.add(w0, odd)
+
+	r := e.filter(w0)
+	require.Empty(t, r.Feasible)
+	require.Equal(t, "gang default/mpi: waiting for members: 1 of min-available 2 exist", r.Failed["n-0"])
+	require.Equal(t, PhaseWaiting, e.status("default", "mpi").Phase)
+
+	// Once a member that agrees exists, the gang is admitted without the odd one.
+	w1 := builders.Pod("default", "w-1").GPU(2).Gang("mpi", 2).Created(t0.Add(timeSecond(2))).Obj()
+	e.add(w1)
+	e.filterOne(w0)
+	states := e.memberStates("default", "mpi")
+	require.Equal(t, map[string]string{"default/w-0": "Reserved", "default/w-1": "Planned", "default/w-odd": "Rejected"}, states)
+}
+
+// Members that cannot reach the scheduler and nodes that take no new pods are left out of plans.
+func TestAdmissionSkips(t *testing.T) {
+	t.Run("gated members are waited for", func(t *testing.T) {
+		e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+		pods := members("default", "mpi", "w", 3, 3, 1)
+		pods[2] = builders.Pod("default", "w-2").GPU(1).Gang("mpi", 3).Created(t0.Add(timeSecond(2))).SchedulingGates("kueue.x-k8s.io/admission").Obj()
+		e.add(pods...)
+		r := e.filter(pods[0])
+		require.Empty(t, r.Feasible)
+		require.Equal(t, "gang default/mpi: waiting for members: 3 of min-available 3 exist, 1 of them held by scheduling gates", r.Failed["n-0"])
+
+		// The gate is lifted: the gang is admitted.
+		pods[2].Spec.SchedulingGates = nil
+		e.add(pods[2])
+		e.filterOne(pods[0])
+	})
+
+	t.Run("finished members do not count", func(t *testing.T) {
+		e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+		pods := members("default", "mpi", "w", 2, 2, 1)
+		pods[1].Status.Phase = corev1.PodSucceeded
+		e.add(pods...)
+		r := e.filter(pods[0])
+		require.Equal(t, "gang default/mpi: waiting for members: 1 of min-available 2 exist", r.Failed["n-0"])
+	})
+
+	t.Run("cordoned nodes are not planned on", func(t *testing.T) {
+		e := newEnv(t, testConfig(),
+			builders.Node("cordoned").GPU(8).CPU("64").Memory("256Gi").Pods(110).Unschedulable().Obj(),
+			builders.Node("open").GPU(2).CPU("64").Memory("256Gi").Pods(110).Obj(),
+		)
+		pods := members("default", "mpi", "w", 2, 2, 2)
+		e.add(pods...)
+		r := e.filter(pods[0])
+		require.Empty(t, r.Feasible)
+		require.Equal(t, "gang default/mpi: 2 members need 4 nvidia.com/gpu, 2 free", r.Failed["open"])
+	})
+
+	t.Run("the scheduler's own filters restrict the first member", func(t *testing.T) {
+		e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+		pods := members("default", "mpi", "w", 2, 2, 2)
+		e.add(pods...)
+		r := e.m.Filter(pods[0], []string{"n-3"})
+		require.Equal(t, []string{"n-3"}, r.Feasible)
+		// w-1 is offered only a node that is not its planned one: its slot moves there.
+		planned := e.status("default", "mpi").Members[1].Node
+		require.NotEqual(t, "n-3", planned)
+		other := "n-0"
+		if planned == other {
+			other = "n-1"
+		}
+		r = e.m.Filter(pods[1], []string{other})
+		require.Equal(t, []string{other}, r.Feasible)
+		require.Equal(t, other, e.status("default", "mpi").Members[1].Node)
+		// Offered only the node w-0 holds, w-1 has nowhere to go.
+		r = e.m.Filter(pods[1], []string{"n-3"})
+		require.Empty(t, r.Feasible)
+		require.Contains(t, r.Failed["n-3"], "no offered node has room")
+	})
+}
+
+// A member that leaves while its gang is reserving gives its place to its replacement; a gang that
+// loses every member gives its reservation up at once.
+func TestMemberReplacedWhileReserving(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	pods := members("default", "mpi", "w", 2, 2, 2)
+	e.add(pods...)
+	n0 := e.filterOne(pods[0])
+	planned := e.status("default", "mpi").Members[1].Node
+
+	e.m.DeletePod(pods[1].UID)
+	replacement := builders.Pod("default", "w-1").GPU(2).CPU("1").Memory("1Gi").Gang("mpi", 2).
+		Created(t0.Add(timeSecond(5))).UID("uid-recreated").Obj()
+	e.add(replacement)
+	require.Equal(t, planned, e.filterOne(replacement))
+	held := e.bindAsync(pods[0], n0)
+	require.NoError(t, e.bind(replacement, planned))
+	require.NoError(t, recv(t, held, "bind w-0"))
+	require.Equal(t, PhaseBound, e.status("default", "mpi").Phase)
+
+	// Gang b reserves everything that is left after a is deleted, then loses its members.
+	for _, p := range []*corev1.Pod{pods[0], replacement} {
+		e.m.DeletePod(p.UID)
+	}
+	b := members("default", "b", "b", 2, 2, 2)
+	e.add(b...)
+	e.filterOne(b[0])
+	plain := builders.Pod("default", "plain").GPU(2).Obj()
+	require.Empty(t, e.filter(plain).Feasible)
+	for _, p := range b {
+		e.m.DeletePod(p.UID)
+	}
+	require.Empty(t, e.m.Status("default"))
+	require.Len(t, e.filter(plain).Feasible, 2, "the reservation went with the gang")
+}

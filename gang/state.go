@@ -67,6 +67,9 @@ type gangInfo struct {
 	timedOut    bool
 	timedOutAt  time.Time
 	committedAt time.Time
+	// reservation is the last one admitGang made, live or not: one that is still reserving but
+	// no longer in the cache has expired without go-cache's janitor having reported it yet.
+	reservation *reservation
 }
 
 // reference is the spec every member must agree with: the one of the oldest member whose
