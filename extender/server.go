@@ -93,15 +93,11 @@ func NewHandler(sched Scheduler, opts Options) http.Handler {
 }
 
 func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
-	var args extenderv1.ExtenderArgs
-	if code := s.decode(w, r, &args, "ExtenderArgs"); code != 0 {
+	args, code := s.decodeExtenderArgs(w, r)
+	if code != 0 {
 		return code
 	}
-	if args.Pod == nil {
-		return writeError(w, http.StatusBadRequest, "ExtenderArgs.Pod is missing")
-	}
-	names := nodeNames(&args)
-	result := s.sched.Filter(args.Pod, names)
+	result := s.sched.Filter(args.Pod, nodeNames(args))
 
 	out := extenderv1.ExtenderFilterResult{FailedAndUnresolvableNodes: result.Failed}
 	if args.NodeNames != nil || args.Nodes == nil {
@@ -128,14 +124,11 @@ func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
 }
 
 func (s *server) prioritize(w http.ResponseWriter, r *http.Request) int {
-	var args extenderv1.ExtenderArgs
-	if code := s.decode(w, r, &args, "ExtenderArgs"); code != 0 {
+	args, code := s.decodeExtenderArgs(w, r)
+	if code != 0 {
 		return code
 	}
-	if args.Pod == nil {
-		return writeError(w, http.StatusBadRequest, "ExtenderArgs.Pod is missing")
-	}
-	names := nodeNames(&args)
+	names := nodeNames(args)
 	scores := s.sched.Prioritize(args.Pod, names)
 	out := make(extenderv1.HostPriorityList, len(names))
 	for i, n := range names {
@@ -164,6 +157,18 @@ func (s *server) bind(w http.ResponseWriter, r *http.Request) int {
 
 func (s *server) gangs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.sched.Status(r.URL.Query().Get("namespace")))
+}
+
+// decodeExtenderArgs reads the arguments of filter and prioritize, which must name a pod.
+func (s *server) decodeExtenderArgs(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArgs, int) {
+	var args extenderv1.ExtenderArgs
+	if code := s.decode(w, r, &args, "ExtenderArgs"); code != 0 {
+		return nil, code
+	}
+	if args.Pod == nil {
+		return nil, writeError(w, http.StatusBadRequest, "ExtenderArgs.Pod is missing")
+	}
+	return &args, 0
 }
 
 // decode reads one JSON document of the named wire type, answering 413 or 400 itself on failure

@@ -372,7 +372,7 @@ func TestProbesMetricsAndDebug(t *testing.T) {
 // noopBinder accepts every binding.
 type noopBinder struct{ n atomic.Int64 }
 
-func (b *noopBinder) Bind(context.Context, string, string, types.UID, string) error {
+func (b *noopBinder) Bind(context.Context, string, string, types.UID, string, []int) error {
 	b.n.Add(1)
 	return nil
 }

@@ -133,15 +133,19 @@ func (m *Manager) lookupPod(ctx context.Context, namespace, name string, uid typ
 }
 
 func (m *Manager) bindNow(ctx context.Context, p *podInfo, node, kind string) error {
-	err := m.binder.Bind(ctx, p.namespace, p.name, p.uid, node)
+	m.mu.Lock()
+	gpuIDs := m.state.chooseGPUs(node, p.uid, p.requests.GPU)
+	m.mu.Unlock()
+	err := m.binder.Bind(ctx, p.namespace, p.name, p.uid, node, gpuIDs)
 	m.metrics.observeBind(kind, err)
-	if err != nil {
-		return fmt.Errorf("binding pod %s to node %s: %w", p.key(), node, err)
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err != nil {
+		m.state.unchooseGPUs(node, p.uid, gpuIDs)
+		return fmt.Errorf("binding pod %s to node %s: %w", p.key(), node, err)
+	}
 	if cur, ok := m.state.pods[p.uid]; ok {
-		m.state.markBound(cur, node)
+		m.state.markBound(cur, node, gpuIDs)
 	}
 	return nil
 }
@@ -157,6 +161,8 @@ func (m *Manager) startCommitLocked(g *gangInfo, res *reservation) {
 	var todo []*slot
 	for _, s := range res.slots {
 		if s.state == slotWaiting {
+			// Members sharing a node get disjoint GPU sets: each choice is marked taken at once.
+			s.gpuIDs = m.state.chooseGPUs(s.node, s.pod.uid, s.requests.GPU)
 			todo = append(todo, s)
 		}
 	}
@@ -177,7 +183,7 @@ func (m *Manager) commit(g *gangInfo, res *reservation, todo []*slot) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[i] = m.binder.Bind(ctx, s.pod.namespace, s.pod.name, s.pod.uid, s.node)
+			errs[i] = m.binder.Bind(ctx, s.pod.namespace, s.pod.name, s.pod.uid, s.node, s.gpuIDs)
 		}()
 	}
 	wg.Wait()
@@ -189,12 +195,13 @@ func (m *Manager) commit(g *gangInfo, res *reservation, todo []*slot) {
 		m.metrics.observeBind("gang", errs[i])
 		if errs[i] != nil {
 			s.state, s.err = slotFailed, errs[i]
+			m.state.unchooseGPUs(s.node, s.pod.uid, s.gpuIDs)
 			failed++
 			continue
 		}
 		s.state = slotBound
 		if cur, ok := m.state.pods[s.pod.uid]; ok {
-			m.state.markBound(cur, s.node)
+			m.state.markBound(cur, s.node, s.gpuIDs)
 		}
 	}
 	res.state = released
@@ -219,7 +226,11 @@ func (m *Manager) commit(g *gangInfo, res *reservation, todo []*slot) {
 			p = cur // the informer may have replaced the record since the slot was claimed
 		}
 		if s.state == slotBound {
-			m.eventLocked(p, corev1.EventTypeNormal, ReasonBound, fmt.Sprintf("gang %s: quorum reached, bound to node %s", g.key, s.node))
+			msg := fmt.Sprintf("gang %s: quorum reached, bound to node %s", g.key, s.node)
+			if len(s.gpuIDs) > 0 {
+				msg += " with GPUs " + FormatGPUIDs(s.gpuIDs)
+			}
+			m.eventLocked(p, corev1.EventTypeNormal, ReasonBound, msg)
 		} else {
 			m.eventLocked(p, corev1.EventTypeWarning, ReasonBindFailed, fmt.Sprintf("gang %s: binding to node %s failed: %v", g.key, s.node, s.err))
 		}

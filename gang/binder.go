@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -28,7 +29,12 @@ func NewAPIBinder(client kubernetes.Interface) *APIBinder {
 	return &APIBinder{Client: client, Backoff: wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 6, Cap: 2 * time.Second}}
 }
 
-func (b *APIBinder) Bind(ctx context.Context, namespace, name string, uid types.UID, node string) error {
+func (b *APIBinder) Bind(ctx context.Context, namespace, name string, uid types.UID, node string, gpuIDs []int) error {
+	if len(gpuIDs) > 0 {
+		if err := b.annotateGPUs(ctx, namespace, name, uid, gpuIDs); err != nil {
+			return fmt.Errorf("writing %s: %w", AnnotationGPUIDs, err)
+		}
+	}
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: uid},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
@@ -49,6 +55,22 @@ func (b *APIBinder) Bind(ctx context.Context, namespace, name string, uid types.
 		return fmt.Errorf("after %d attempts: %w", attempts, err)
 	}
 	return err
+}
+
+// annotateGPUs writes AnnotationGPUIDs on the pod. The uid in the patch is a precondition: a pod
+// recreated under the same name is not annotated with another pod's GPUs.
+func (b *APIBinder) annotateGPUs(ctx context.Context, namespace, name string, uid types.UID, ids []int) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         uid,
+		"annotations": map[string]string{AnnotationGPUIDs: FormatGPUIDs(ids)},
+	}})
+	if err != nil {
+		return err
+	}
+	return retry.OnError(b.Backoff, func(err error) bool { return ctx.Err() == nil && transient(err) }, func() error {
+		_, err := b.Client.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
 }
 
 // transient reports whether a failed binding may succeed if sent again.

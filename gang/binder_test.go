@@ -81,7 +81,7 @@ func TestAPIBinder(t *testing.T) {
 			b := NewAPIBinder(client)
 			b.Backoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}
 
-			err := b.Bind(context.Background(), "default", "w-0", pod.UID, "n-0")
+			err := b.Bind(context.Background(), "default", "w-0", pod.UID, "n-0", nil)
 			if tc.wantErr == nil {
 				require.NoError(t, err)
 			} else {
@@ -112,7 +112,7 @@ func TestAPIBinder(t *testing.T) {
 		})
 		b := NewAPIBinder(client)
 		b.Backoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 5}
-		require.Error(t, b.Bind(ctx, "default", "w-0", "uid", "n-0"))
+		require.Error(t, b.Bind(ctx, "default", "w-0", "uid", "n-0", nil))
 		require.Equal(t, 1, attempts)
 	})
 }

@@ -266,6 +266,9 @@ func (m *Manager) planView(g *gangInfo, reserved map[string]Resources, only map[
 			in.gangNodes[q.node] = true
 		}
 	}
+	in.nodeScore = func(node string, req Resources) int {
+		return m.state.nodes[node].gpuScore(req.GPU, reserved[node].GPU)
+	}
 	return in
 }
 

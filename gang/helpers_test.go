@@ -36,6 +36,7 @@ type bindCall struct {
 	Namespace, Name string
 	UID             types.UID
 	Node            string
+	GPUIDs          []int
 }
 
 func (c bindCall) key() string { return c.Namespace + "/" + c.Name }
@@ -53,8 +54,8 @@ type fakeBinder struct {
 
 func newFakeBinder() *fakeBinder { return &fakeBinder{errs: map[string]error{}} }
 
-func (b *fakeBinder) Bind(ctx context.Context, namespace, name string, uid types.UID, node string) error {
-	c := bindCall{namespace, name, uid, node}
+func (b *fakeBinder) Bind(ctx context.Context, namespace, name string, uid types.UID, node string, gpuIDs []int) error {
+	c := bindCall{Namespace: namespace, Name: name, UID: uid, Node: node, GPUIDs: gpuIDs}
 	b.mu.Lock()
 	block, check := b.block, b.check
 	b.mu.Unlock()
@@ -98,6 +99,13 @@ func (b *fakeBinder) bindings() map[string]string {
 		out[c.key()] = c.Node
 	}
 	return out
+}
+
+// bound returns the successful binding calls so far, in order.
+func (b *fakeBinder) bound() []bindCall {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]bindCall(nil), b.calls...)
 }
 
 func (b *fakeBinder) count() int {

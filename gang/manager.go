@@ -13,9 +13,11 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Binder writes a pod's binding to the apiserver.
+// Binder writes a pod's binding to the apiserver. gpuIDs, when not empty, are the GPU indices
+// lockstep chose for the pod; they are written to the pod (AnnotationGPUIDs) before the binding,
+// so that they are in place when the pod starts on the node.
 type Binder interface {
-	Bind(ctx context.Context, namespace, name string, uid types.UID, node string) error
+	Bind(ctx context.Context, namespace, name string, uid types.UID, node string, gpuIDs []int) error
 }
 
 // PodGetter fetches a pod lockstep has not seen through its informer yet.

@@ -108,7 +108,8 @@ type nodeRank struct {
 	// fit is larger for a better fit: when the rest fits, the tightest node (best fit, keeps big
 	// nodes whole for big gangs); when it does not, the roomiest (fewest nodes overall).
 	fitGPU, fitCPU int64
-	topology       int
+	// topology is the GPU-topology score of the node's best free set for the member.
+	topology int
 }
 
 func rankNode(name string, free, req, remaining Resources, used map[string]bool, score func(string, Resources) int) nodeRank {
@@ -132,11 +133,14 @@ func (r nodeRank) better(o nodeRank) bool {
 	if r.holdsRest != o.holdsRest {
 		return r.holdsRest
 	}
-	if r.fitGPU != o.fitGPU {
-		return r.fitGPU > o.fitGPU
-	}
+	// The topology score already prefers the tighter fit among equally well linked GPU sets;
+	// link quality outranks fit, so a member inside one NVLink island beats a tighter node
+	// that would split it across islands.
 	if r.topology != o.topology {
 		return r.topology > o.topology
+	}
+	if r.fitGPU != o.fitGPU {
+		return r.fitGPU > o.fitGPU
 	}
 	if r.fitCPU != o.fitCPU {
 		return r.fitCPU > o.fitCPU

@@ -38,6 +38,8 @@ type slot struct {
 	requests   Resources
 	state      slotState
 	err        error
+	// gpuIDs are the GPU indices chosen for the member when the gang commits.
+	gpuIDs []int
 }
 
 // holdsCapacity reports whether the slot's capacity is still set aside (a bound member's capacity
@@ -68,6 +70,19 @@ type reservation struct {
 func (r *reservation) slotOf(uid types.UID) *slot {
 	for _, s := range r.slots {
 		if s.pod != nil && s.pod.uid == uid {
+			return s
+		}
+	}
+	return nil
+}
+
+// slotFor is the slot a member holds or, failing that, the one still planned for it.
+func (r *reservation) slotFor(uid types.UID) *slot {
+	if s := r.slotOf(uid); s != nil {
+		return s
+	}
+	for _, s := range r.slots {
+		if s.plannedFor == uid && s.state == slotPlanned {
 			return s
 		}
 	}

@@ -9,11 +9,11 @@ const MaxScore = 10
 
 // Prioritize scores the offered nodes for a pod, 0..MaxScore, in the order given.
 //
-// A gang member before quorum scores its reserved node highest (filter offers only that one
-// anyway). A member after quorum prefers nodes already holding its gang mates. Any other GPU pod
-// is packed: the fuller a node would be after placing it, the higher it scores, so that whole
-// nodes stay free for gangs. Pods without GPUs score 0 everywhere and leave placement to the
-// scheduler's own plugins.
+// A gang member before quorum scores its reserved (or planned) node highest; filter offers only
+// that one anyway. A member after quorum prefers nodes already holding its gang mates. Any other GPU pod
+// scores by the best set of GPUs the node can give it (package gpu): the strongest weakest link
+// first, then best fit, so that NVLink islands and whole nodes stay free for gangs. Pods without
+// GPUs score 0 everywhere and leave placement to the scheduler's own plugins.
 func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string) []int64 {
 	scores := make([]int64, len(nodes))
 	m.mu.RLock()
@@ -26,7 +26,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string) []int64 {
 	g := m.state.gangOf(p)
 	if g != nil {
 		if res := m.liveReservation(g.key); res != nil {
-			if s := res.slotOf(p.uid); s != nil {
+			if s := res.slotFor(p.uid); s != nil {
 				for i, n := range nodes {
 					if n == s.node {
 						scores[i] = MaxScore
@@ -58,17 +58,8 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string) []int64 {
 			scores[i] = MaxScore
 			continue
 		}
-		scores[i] = packingScore(n, reserved[name], p.requests)
+		scores[i] = int64(n.gpuScore(p.requests.GPU, reserved[name].GPU))
 	}
 	return scores
 }
 
-// packingScore is best fit on GPUs: the share of the node's GPUs in use (or reserved) once the pod
-// is placed, scaled to 0..MaxScore-1 so that a gang mate's node always ranks above it.
-func packingScore(n *nodeInfo, reserved, req Resources) int64 {
-	after := n.requested.GPU + reserved.GPU + req.GPU
-	if after > n.allocatable.GPU {
-		return 0
-	}
-	return after * (MaxScore - 1) / n.allocatable.GPU
-}

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-sched/lockstep/gpu"
 )
 
 // podInfo is lockstep's record of one pod: what it asks for, where it is bound and which gang it
@@ -30,6 +32,8 @@ type podInfo struct {
 	condition string
 	// lastEvent de-duplicates the events lockstep emits on this pod.
 	lastEvent string
+	// gpuIDs are the GPU indices the pod holds on its node, from AnnotationGPUIDs; nil when unknown.
+	gpuIDs []int
 }
 
 func (p *podInfo) key() string { return p.namespace + "/" + p.name }
@@ -49,6 +53,12 @@ type nodeInfo struct {
 	unschedulable bool
 	allocatable   Resources
 	requested     Resources
+	// topo is the node's GPU topology (see package gpu for where it comes from); nil without GPUs.
+	topo *gpu.Topology
+	// topoSource and topoErr say where topo came from and what was wrong with the annotation.
+	topoSource gpu.Source
+	topoErr    error
+	gpus       gpuLedger
 }
 
 func (n *nodeInfo) free() Resources { return n.allocatable.Sub(n.requested) }
@@ -135,6 +145,10 @@ func newPodInfo(pod *corev1.Pod) *podInfo {
 		p.priority = *pod.Spec.Priority
 	}
 	p.gangName = pod.Annotations[AnnotationName]
+	if raw, ok := pod.Annotations[AnnotationGPUIDs]; ok && p.requests.GPU > 0 {
+		// A malformed list counts as unknown indices: the GPUs still count as taken.
+		p.gpuIDs, _ = ParseGPUIDs(raw, p.requests.GPU)
+	}
 	p.spec, p.specErr = ParseSpec(pod)
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
@@ -175,6 +189,10 @@ func (s *state) upsertNode(node *corev1.Node) {
 	n.known = true
 	n.unschedulable = node.Spec.Unschedulable
 	n.allocatable = NodeAllocatable(node)
+	n.topo, n.topoSource, n.topoErr = nil, gpu.SourceNone, nil
+	if n.allocatable.GPU > 0 {
+		n.topo, n.topoSource, n.topoErr = gpu.FromNode(node)
+	}
 }
 
 func (s *state) deleteNode(name string) {
@@ -198,6 +216,9 @@ func (s *state) upsertPod(pod *corev1.Pod, now time.Time) *podInfo {
 		if prev.holds() && next.node == "" && !next.terminal {
 			next.node = prev.node
 		}
+		if next.node == prev.node && next.gpuIDs == nil {
+			next.gpuIDs = prev.gpuIDs
+		}
 		s.release(prev)
 		s.leaveGang(prev)
 	}
@@ -219,10 +240,10 @@ func (s *state) deletePod(uid types.UID) *podInfo {
 }
 
 // markBound records a binding lockstep made before the informer reports it, so the capacity is
-// not offered twice in between.
-func (s *state) markBound(p *podInfo, node string) {
+// not offered twice in between. gpuIDs were chosen (and marked taken) by chooseGPUs.
+func (s *state) markBound(p *podInfo, node string, gpuIDs []int) {
 	s.release(p)
-	p.node = node
+	p.node, p.gpuIDs = node, gpuIDs
 	s.take(p)
 }
 
@@ -230,6 +251,7 @@ func (s *state) take(p *podInfo) {
 	if p.holds() {
 		n := s.node(p.node)
 		n.requested = n.requested.Add(p.requests)
+		n.gpus.take(p.uid, p.gpuIDs, p.requests.GPU)
 	}
 }
 
@@ -237,6 +259,7 @@ func (s *state) release(p *podInfo) {
 	if p.holds() {
 		n := s.node(p.node)
 		n.requested = n.requested.Sub(p.requests)
+		n.gpus.release(p.uid, p.gpuIDs, p.requests.GPU)
 		s.dropNodeIfUnused(n)
 	}
 }

@@ -39,9 +39,11 @@ type GangStatus struct {
 
 // MemberStatus is one member pod of a gang.
 type MemberStatus struct {
-	Pod                string     `json:"pod"`
-	State              string     `json:"state"`
-	Node               string     `json:"node,omitempty"`
+	Pod   string `json:"pod"`
+	State string `json:"state"`
+	Node  string `json:"node,omitempty"`
+	// GPUIDs are the GPU indices lockstep chose for the member on its node.
+	GPUIDs             []int      `json:"gpuIDs,omitempty"`
 	Requests           string     `json:"requests"`
 	ReservationExpires *time.Time `json:"reservationExpires,omitempty"`
 	Reason             string     `json:"reason,omitempty"`
@@ -101,19 +103,13 @@ func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
 		mb := MemberStatus{Pod: p.key(), Requests: p.requests.String(), State: "Pending"}
 		var s *slot
 		if res != nil {
-			if s = res.slotOf(p.uid); s == nil {
-				for _, cand := range res.slots {
-					if cand.plannedFor == p.uid && cand.state == slotPlanned {
-						s = cand
-					}
-				}
-			}
+			s = res.slotFor(p.uid)
 		}
 		switch {
 		case p.terminal:
 			mb.State, mb.Node = "Finished", p.node
 		case p.holds():
-			mb.State, mb.Node = "Bound", p.node
+			mb.State, mb.Node, mb.GPUIDs = "Bound", p.node, p.gpuIDs
 		case p.specErr != nil:
 			mb.State, mb.Reason = "Rejected", p.specErr.Error()
 		case p != refPod && disagreement(p.key(), *p.spec, *spec, refPod.key()) != nil:

@@ -281,20 +281,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, users []User) error {
 				Proxy:           nil,
 			}}
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Server+"/readyz?verbose", nil)
-		if err != nil {
-			return false, err
-		}
-		req.Header.Set("Authorization", "Bearer "+c.tokens["admin"])
-		resp, err := hc.Do(req)
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		last = fmt.Sprintf("%s:\n%s", resp.Status, failedChecks(string(body)))
-		return resp.StatusCode == http.StatusOK, nil
+		return probeReadyz(ctx, hc, c.Server+"/readyz?verbose", c.tokens["admin"], &last)
 	}, func() string { return "last /readyz: " + last })
 	if err != nil {
 		return err
@@ -480,6 +467,27 @@ func caFromBundle(bundle []byte) ([]byte, error) {
 		return nil, errors.New("kube-apiserver certificate file holds no CA certificate (yet)")
 	}
 	return out, nil
+}
+
+// probeReadyz asks a component's /readyz once. A transport error is not fatal (the component may
+// still be starting); last keeps what it said, for the timeout message.
+func probeReadyz(ctx context.Context, hc *http.Client, url, token string, last *string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		*last = err.Error()
+		return false, nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	*last = fmt.Sprintf("%s:\n%s", resp.Status, failedChecks(string(body)))
+	return resp.StatusCode == http.StatusOK, nil
 }
 
 // failedChecks keeps the failing lines of a verbose /readyz answer (all of it if none is marked).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -73,19 +72,7 @@ func (c *Cluster) StartScheduler(ctx context.Context, configPath, extenderURL st
 	readyz := fmt.Sprintf("https://127.0.0.1:%d/readyz?verbose", port)
 	last := "no answer yet"
 	err = c.waitReady(ctx, p, SchedulerReadyTimeout, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyz, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		last = fmt.Sprintf("%s:\n%s", resp.Status, failedChecks(string(body)))
-		return resp.StatusCode == http.StatusOK, nil
+		return probeReadyz(ctx, hc, readyz, "", &last)
 	}, func() string { return "last /readyz: " + last })
 	if err != nil {
 		p.stop(StopTimeout)

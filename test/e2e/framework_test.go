@@ -38,16 +38,27 @@ type scenario struct {
 // newScenario creates a namespace and n nodes with gpus GPUs each, named after the test.
 func newScenario(t *testing.T, n, gpus int) *scenario {
 	t.Helper()
+	specs := make([]cluster.NodeSpec, n)
+	for i := range specs {
+		specs[i] = cluster.NodeSpec{Name: fmt.Sprintf("gpu-%d", i), GPUs: gpus}
+	}
+	return newScenarioWithNodes(t, specs...)
+}
+
+// newScenarioWithNodes creates a namespace and the nodes, their names prefixed with the
+// scenario's id so that tests never share a node.
+func newScenarioWithNodes(t *testing.T, nodes ...cluster.NodeSpec) *scenario {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	id := strings.ToLower(rand.String(5))
 	s := &scenario{t: t, ctx: ctx, ns: "e2e-" + id}
 	_, err := env.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	for i := range n {
-		name := fmt.Sprintf("%s-gpu-%d", id, i)
-		_, err := env.cluster.CreateNode(ctx, cluster.NodeSpec{Name: name, GPUs: gpus})
+	for _, spec := range nodes {
+		spec.Name = id + "-" + spec.Name
+		_, err := env.cluster.CreateNode(ctx, spec)
 		require.NoError(t, err)
-		s.nodes = append(s.nodes, name)
+		s.nodes = append(s.nodes, spec.Name)
 	}
 	s.binds = watchBinds(t, ctx, s.ns)
 	t.Cleanup(func() {
@@ -199,18 +210,21 @@ func (s *scenario) gangAttempts(name string) int {
 	return s.gangs()[name].Attempts
 }
 
-// schedulingMessage returns the latest FailedScheduling message the scheduler wrote for a pod.
+// schedulingMessage returns the scheduler's latest word on why a pod is not scheduled: the
+// PodScheduled=False condition. (FailedScheduling events are no substitute: the events.k8s.io
+// recorder folds every later FailedScheduling of a pod into the first event's series and keeps
+// that event's message, whatever the later ones said.)
 func (s *scenario) schedulingMessage(pod string) string {
-	list, err := env.client.CoreV1().Events(s.ns).List(s.ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.name=" + pod + ",reason=FailedScheduling",
-	})
-	if err != nil || len(list.Items) == 0 {
+	p, err := env.client.CoreV1().Pods(s.ns).Get(s.ctx, pod, metav1.GetOptions{})
+	if err != nil {
 		return ""
 	}
-	sort.Slice(list.Items, func(i, j int) bool {
-		return eventTime(list.Items[i]).Before(eventTime(list.Items[j]))
-	})
-	return list.Items[len(list.Items)-1].Message
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return c.Message
+		}
+	}
+	return ""
 }
 
 // hasEvent reports whether lockstep wrote an event with reason on the pod.
@@ -227,15 +241,6 @@ func (s *scenario) hasEvent(pod, reason, contains string) bool {
 		}
 	}
 	return false
-}
-
-func eventTime(e corev1.Event) time.Time {
-	for _, t := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time, e.CreationTimestamp.Time} {
-		if !t.IsZero() {
-			return t
-		}
-	}
-	return time.Time{}
 }
 
 func (s *scenario) deletePod(name string) {

@@ -29,9 +29,10 @@ func TestGangThatDoesNotFitBindsNothing(t *testing.T) {
 			return s.gangAttempts("mpi-5x2gpu") > before
 		})
 	}
-	s.eventually(30*time.Second, "FailedScheduling to carry lockstep's reason", func() bool {
-		return strings.Contains(s.schedulingMessage("mpi-5x2gpu-0"), want)
+	s.eventually(30*time.Second, "a FailedScheduling event carrying lockstep's reason", func() bool {
+		return s.hasEvent("mpi-5x2gpu-0", "FailedScheduling", want)
 	})
+	require.Contains(t, s.schedulingMessage("mpi-5x2gpu-0"), want, "the pod's PodScheduled condition says why, too")
 	require.Zero(t, s.boundIn("mpi-5x2gpu"), "no member of a gang that does not fit may bind")
 	require.Equal(t, 3, s.boundIn("bystander"), "ordinary pods schedule beside the waiting gang")
 	g := s.gangs()["mpi-5x2gpu"]
@@ -250,7 +251,7 @@ func TestDebugGangsAndBadAnnotations(t *testing.T) {
 	s.binds.assertNeverPartial(t, "tf-ps-worker", 4)
 	wantBad := fmt.Sprintf(`pod %s/typo-0: annotation %s="two": must be a positive integer`, s.ns, gang.AnnotationMinAvailable)
 	s.eventually(60*time.Second, "the bad annotation in FailedScheduling", func() bool {
-		return strings.Contains(s.schedulingMessage("typo-0"), wantBad)
+		return s.hasEvent("typo-0", "FailedScheduling", wantBad)
 	})
 	s.eventually(30*time.Second, "a GangRejected event", func() bool { return s.hasEvent("typo-0", gang.ReasonRejected, wantBad) })
 

@@ -1,0 +1,136 @@
+package gang
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-sched/lockstep/gpu"
+)
+
+// AnnotationGPUIDs is written by lockstep on every GPU pod it binds, before the binding: the
+// indices of the GPUs it chose for the pod on its node, e.g. "0,1,2,3". A device plugin that
+// honours it hands the pod exactly those GPUs; lockstep rebuilds which GPUs are taken from it
+// after a restart.
+const AnnotationGPUIDs = "lockstep.dev/gpu-ids"
+
+// FormatGPUIDs renders indices for AnnotationGPUIDs.
+func FormatGPUIDs(ids []int) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(id)
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseGPUIDs reads AnnotationGPUIDs; want is the pod's GPU request, which the list must match.
+func ParseGPUIDs(value string, want int64) ([]int, error) {
+	if value == "" {
+		return nil, fmt.Errorf("empty")
+	}
+	seen := map[int]bool{}
+	var ids []int
+	for _, part := range strings.Split(value, ",") {
+		id, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("%q is not a GPU index", part)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("GPU %d listed twice", id)
+		}
+		seen[id] = true
+		ids = append(ids, id)
+	}
+	if int64(len(ids)) != want {
+		return nil, fmt.Errorf("%d indices for a pod that requests %d GPUs", len(ids), want)
+	}
+	sort.Ints(ids)
+	return ids, nil
+}
+
+// gpuLedger is which GPUs of one node are taken: by index for pods whose indices lockstep knows
+// (it chose them, or read them back from AnnotationGPUIDs), and as a bare count for pods bound by
+// someone else.
+type gpuLedger struct {
+	owner   map[int]types.UID
+	unknown int64
+}
+
+func (l *gpuLedger) take(uid types.UID, ids []int, count int64) {
+	if len(ids) == 0 {
+		l.unknown += count
+		return
+	}
+	if l.owner == nil {
+		l.owner = map[int]types.UID{}
+	}
+	for _, id := range ids {
+		l.owner[id] = uid
+	}
+}
+
+func (l *gpuLedger) release(uid types.UID, ids []int, count int64) {
+	if len(ids) == 0 {
+		l.unknown -= count
+		return
+	}
+	for _, id := range ids {
+		if l.owner[id] == uid {
+			delete(l.owner, id)
+		}
+	}
+}
+
+// free lists the node's GPU indices nobody holds. GPUs taken by pods of unknown indices are
+// assumed to be the highest-numbered free ones: a guess, but one that keeps the count right, and
+// the device plugin on such a node is not following lockstep's choices anyway.
+func (l *gpuLedger) free(topo *gpu.Topology) []int {
+	if topo == nil {
+		return nil
+	}
+	var free []int
+	for _, idx := range topo.Indices() {
+		if _, taken := l.owner[idx]; !taken {
+			free = append(free, idx)
+		}
+	}
+	drop := min(int(max(l.unknown, 0)), len(free))
+	return free[:len(free)-drop]
+}
+
+// chooseGPUs picks the best k-set on a node for a pod and marks it taken by uid at once, so two
+// binds in flight never pick the same GPU. It returns nil when the node has no topology or not
+// enough free GPUs by index (lockstep then binds without choosing indices).
+func (s *state) chooseGPUs(node string, uid types.UID, k int64) []int {
+	n, ok := s.nodes[node]
+	if !ok || n.topo == nil || k <= 0 {
+		return nil
+	}
+	set, _, ok := n.topo.BestSet(n.gpus.free(n.topo), int(k))
+	if !ok {
+		return nil
+	}
+	n.gpus.take(uid, set, k)
+	return set
+}
+
+// unchooseGPUs gives back indices chosen for a binding that failed.
+func (s *state) unchooseGPUs(node string, uid types.UID, ids []int) {
+	if n, ok := s.nodes[node]; ok && len(ids) > 0 {
+		n.gpus.release(uid, ids, int64(len(ids)))
+	}
+}
+
+// gpuScore rates a node's best free k-set 0..MaxScore; nodes without GPUs score 0. reserved
+// GPUs (gang reservations count GPUs, not indices) are taken off the free list like unknown ones.
+func (n *nodeInfo) gpuScore(k, reserved int64) int {
+	if n.topo == nil || k <= 0 {
+		return 0
+	}
+	free := n.gpus.free(n.topo)
+	free = free[:len(free)-min(int(max(reserved, 0)), len(free))]
+	return n.topo.Score(free, int(k))
+}
