@@ -62,4 +62,3 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string) []int64 {
 	}
 	return scores
 }
-
