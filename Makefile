@@ -32,7 +32,7 @@ test: vet control-plane unit e2e
 demo: control-plane
 	$(GO) run ./test/demo
 
-bench:
+bench: control-plane
 	$(GO) run ./test/bench
 
 bench-packing:

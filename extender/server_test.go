@@ -286,10 +286,10 @@ func TestBadRequests(t *testing.T) {
 		wantCode int
 		wantMsg  string
 	}{
-		{"malformed JSON", "POST", "/filter", `{"Pod": {`, 400, "body ends in the middle"},
+		{"malformed JSON", "POST", "/filter", `{"Pod": {`, 400, "malformed JSON at byte 9: unexpected end of JSON input"},
 		{"syntax error", "POST", "/filter", `{"Pod": }`, 400, "malformed JSON at byte 9"},
-		{"trailing garbage", "POST", "/filter", `{"Pod": {"metadata": {"name": "p"}}} xyz`, 400, "unexpected data after the JSON document"},
-		{"second document", "POST", "/prioritize", `{"Pod": {}} {}`, 400, "unexpected data after the JSON document"},
+		{"trailing garbage", "POST", "/filter", `{"Pod": {"metadata": {"name": "p"}}} xyz`, 400, "malformed JSON at byte 38: invalid character 'x' after top-level value"},
+		{"second document", "POST", "/prioritize", `{"Pod": {}} {}`, 400, "malformed JSON at byte 13: invalid character '{' after top-level value"},
 		{"empty body", "POST", "/filter", ``, 400, "empty body"},
 		{"wrong type", "POST", "/filter", `{"Pod": 5}`, 400, `field "Pod"`},
 		{"missing pod in filter", "POST", "/filter", extenderv1.ExtenderArgs{NodeNames: &names}, 400, "ExtenderArgs.Pod is missing"},

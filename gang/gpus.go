@@ -84,21 +84,39 @@ func (l *gpuLedger) release(uid types.UID, ids []int, count int64) {
 	}
 }
 
-// free lists the node's GPU indices nobody holds. GPUs taken by pods of unknown indices are
-// assumed to be the highest-numbered free ones: a guess, but one that keeps the count right, and
-// the device plugin on such a node is not following lockstep's choices anyway.
-func (l *gpuLedger) free(topo *gpu.Topology) []int {
-	if topo == nil {
-		return nil
-	}
-	var free []int
-	for _, idx := range topo.Indices() {
+// free lists the node's GPU indices nobody holds, from indices (the topology's, ascending). GPUs
+// taken by pods of unknown indices are assumed to be the highest-numbered free ones: a guess, but
+// one that keeps the count right, and the device plugin on such a node is not following
+// lockstep's choices anyway. extra more are dropped the same way (GPUs reservations hold).
+func (l *gpuLedger) free(indices []int, extra int64) []int {
+	free := make([]int, 0, len(indices))
+	for _, idx := range indices {
 		if _, taken := l.owner[idx]; !taken {
 			free = append(free, idx)
 		}
 	}
-	drop := min(int(max(l.unknown, 0)), len(free))
+	drop := min(int(max(l.unknown+extra, 0)), len(free))
 	return free[:len(free)-drop]
+}
+
+// freeMask is free as a bit set over positions in indices, without allocating; ok is false for
+// nodes of more than 64 GPUs.
+func (l *gpuLedger) freeMask(indices []int, extra int64) (mask uint64, ok bool) {
+	if len(indices) > 64 {
+		return 0, false
+	}
+	drop := int(max(l.unknown+extra, 0))
+	for p := len(indices) - 1; p >= 0; p-- {
+		if _, taken := l.owner[indices[p]]; taken {
+			continue
+		}
+		if drop > 0 {
+			drop--
+			continue
+		}
+		mask |= 1 << p
+	}
+	return mask, true
 }
 
 // chooseGPUs picks the best k-set on a node for a pod and marks it taken by uid at once, so two
@@ -109,7 +127,7 @@ func (s *state) chooseGPUs(node string, uid types.UID, k int64) []int {
 	if !ok || n.topo == nil || k <= 0 {
 		return nil
 	}
-	set, _, ok := n.topo.BestSet(n.gpus.free(n.topo), int(k))
+	set, _, ok := n.topo.BestSet(n.gpus.free(n.gpuIndices, 0), int(k))
 	if !ok {
 		return nil
 	}
@@ -130,7 +148,33 @@ func (n *nodeInfo) gpuScore(k, reserved int64) int {
 	if n.topo == nil || k <= 0 {
 		return 0
 	}
-	free := n.gpus.free(n.topo)
-	free = free[:len(free)-min(int(max(reserved, 0)), len(free))]
-	return n.topo.Score(free, int(k))
+	return n.topo.Score(n.gpus.free(n.gpuIndices, reserved), int(k))
+}
+
+// scoreMemo remembers GPU scores within one prioritize call. Nodes of one hardware model in the
+// same state of use get the same score, and a large cluster is mostly such nodes, so the
+// topology search runs once per distinct state rather than once per node.
+type scoreMemo map[scoreKey]int
+
+type scoreKey struct {
+	topo *gpu.Topology
+	free uint64
+	k    int64
+}
+
+func (memo scoreMemo) gpuScore(n *nodeInfo, k, reserved int64) int {
+	if n.topo == nil || k <= 0 {
+		return 0
+	}
+	mask, ok := n.gpus.freeMask(n.gpuIndices, reserved)
+	if !ok {
+		return n.gpuScore(k, reserved)
+	}
+	key := scoreKey{n.topo, mask, k}
+	if score, hit := memo[key]; hit {
+		return score
+	}
+	score := n.gpuScore(k, reserved)
+	memo[key] = score
+	return score
 }

@@ -49,6 +49,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string) []int64 {
 		}
 	}
 	reserved, _ := m.reservedByNode(gangKeyOf(p))
+	memo := scoreMemo{}
 	for i, name := range nodes {
 		n, ok := m.state.nodes[name]
 		if !ok || n.allocatable.GPU == 0 {
@@ -58,7 +59,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string) []int64 {
 			scores[i] = MaxScore
 			continue
 		}
-		scores[i] = int64(n.gpuScore(p.requests.GPU, reserved[name].GPU))
+		scores[i] = int64(memo.gpuScore(n, p.requests.GPU, reserved[name].GPU))
 	}
 	return scores
 }

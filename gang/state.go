@@ -58,6 +58,8 @@ type nodeInfo struct {
 	// topoSource and topoErr say where topo came from and what was wrong with the annotation.
 	topoSource gpu.Source
 	topoErr    error
+	// gpuIndices are topo's GPU indices, ascending, kept to spare an allocation per score.
+	gpuIndices []int
 	gpus       gpuLedger
 }
 
@@ -189,9 +191,12 @@ func (s *state) upsertNode(node *corev1.Node) {
 	n.known = true
 	n.unschedulable = node.Spec.Unschedulable
 	n.allocatable = NodeAllocatable(node)
-	n.topo, n.topoSource, n.topoErr = nil, gpu.SourceNone, nil
+	n.topo, n.topoSource, n.topoErr, n.gpuIndices = nil, gpu.SourceNone, nil, nil
 	if n.allocatable.GPU > 0 {
 		n.topo, n.topoSource, n.topoErr = gpu.FromNode(node)
+		if n.topo != nil {
+			n.gpuIndices = n.topo.Indices()
+		}
 	}
 }
 

@@ -93,6 +93,14 @@ func (l *Lockstep) Start(ctx context.Context) error {
 	return nil
 }
 
+// Pid is the running process's id, 0 when it is not running.
+func (l *Lockstep) Pid() int {
+	if l.cmd == nil {
+		return 0
+	}
+	return l.cmd.Process.Pid
+}
+
 // Kill stops the process at once, as a crash would: no graceful shutdown.
 func (l *Lockstep) Kill() {
 	if l.cmd == nil {
