@@ -12,15 +12,15 @@ import (
 // the scheduler's retries of unbound members rebuild them.
 func (m *Manager) Watch(factory informers.SharedInformerFactory) error {
 	pods := factory.Core().V1().Pods().Informer()
-	if err := pods.SetTransform(slimPod); err != nil {
+	if err := pods.SetTransform(toPodRecord); err != nil {
 		return err
 	}
 	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.UpsertPod(obj.(*corev1.Pod)) },
-		UpdateFunc: func(_, obj any) { m.UpsertPod(obj.(*corev1.Pod)) },
+		AddFunc:    func(obj any) { m.upsertRecord(obj) },
+		UpdateFunc: func(_, obj any) { m.upsertRecord(obj) },
 		DeleteFunc: func(obj any) {
-			if pod, ok := unwrapTombstone(obj).(*corev1.Pod); ok {
-				m.DeletePod(pod.UID)
+			if rec, ok := unwrapTombstone(obj).(*podRecord); ok {
+				m.DeletePod(rec.UID)
 			}
 		},
 	}); err != nil {
@@ -42,6 +42,17 @@ func (m *Manager) Watch(factory informers.SharedInformerFactory) error {
 	return err
 }
 
+func (m *Manager) upsertRecord(obj any) {
+	rec, ok := obj.(*podRecord)
+	if !ok {
+		return
+	}
+	info := rec.info // the manager keeps and changes its own copy
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.state.upsertInfo(&info, m.now())
+}
+
 func unwrapTombstone(obj any) any {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		return tomb.Obj
@@ -49,49 +60,24 @@ func unwrapTombstone(obj any) any {
 	return obj
 }
 
-// slimPod keeps, of a pod, only what lockstep reads: identity, its own annotations, what the pod
-// requests (computed as kube-scheduler does), where it is bound, whether it is gated or finished,
-// and why it is not scheduled. A cluster's pods are most of lockstep's memory, and the full
-// objects (env, volumes, statuses, managed fields) are several times larger than this.
-func slimPod(obj any) (any, error) {
+// podRecord is what the pod informer keeps per pod: its identity and lockstep's own summary of
+// it, computed once as the pod arrives. A cluster's pods are most of lockstep's memory, and even an
+// empty corev1.Pod with one container is 1.6 KB of structs before any data; the record is a few
+// hundred bytes. lockstep never reads pods back from the informer's store, only from its events.
+type podRecord struct {
+	metav1.ObjectMeta
+	info podInfo
+}
+
+func toPodRecord(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
-	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Name: p.Name, Namespace: p.Namespace, UID: p.UID,
-		ResourceVersion: p.ResourceVersion, CreationTimestamp: p.CreationTimestamp,
-	}}
-	for _, key := range []string{AnnotationName, AnnotationMinAvailable, AnnotationWaitingTime, AnnotationTotalNumber, AnnotationGPUIDs} {
-		if v, ok := p.Annotations[key]; ok {
-			if out.Annotations == nil {
-				out.Annotations = map[string]string{}
-			}
-			out.Annotations[key] = v
-		}
-	}
-	out.Spec = corev1.PodSpec{
-		NodeName:        p.Spec.NodeName,
-		Priority:        p.Spec.Priority,
-		SchedulingGates: p.Spec.SchedulingGates,
-		Overhead:        p.Spec.Overhead,
-		Resources:       p.Spec.Resources,
-		Containers:      make([]corev1.Container, len(p.Spec.Containers)),
-		InitContainers:  make([]corev1.Container, len(p.Spec.InitContainers)),
-	}
-	for i, c := range p.Spec.Containers {
-		out.Spec.Containers[i] = corev1.Container{Name: c.Name, Resources: c.Resources}
-	}
-	for i, c := range p.Spec.InitContainers {
-		out.Spec.InitContainers[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
-	}
-	out.Status.Phase = p.Status.Phase
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			out.Status.Conditions = []corev1.PodCondition{c}
-		}
-	}
-	return out, nil
+	return &podRecord{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
+		info:       *newPodInfo(p),
+	}, nil
 }
 
 // stripManagedFields drops managed fields, which lockstep never reads, before nodes enter the

@@ -1,38 +1,72 @@
 package gang
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/lockstep-sched/lockstep/test/builders"
 )
 
-// The informer keeps slimmed pods; lockstep must read the same thing from them as from the full
-// objects: requests (init containers, sidecars, overhead), gang spec, gates, binding, condition.
-func TestSlimPodKeepsWhatLockstepReads(t *testing.T) {
+// The informer keeps small records rather than pods; what lockstep reads from a record must be
+// what it would read from the pod: requests (init containers, sidecars, overhead), gang spec,
+// gates, binding, GPU ids, scheduling condition.
+func TestPodRecordKeepsWhatLockstepReads(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	full := builders.Pod("default", "w-0").GPU(2).CPU("1").Memory("1Gi").Gang("mpi", 4).
 		WaitingTime("30s").TotalNumber(6).Node("n-1").Annotation(AnnotationGPUIDs, "0,1").
-		Annotation("unrelated", "dropped").Unschedulable("0/4 nodes are available").Obj()
+		Unschedulable("0/4 nodes are available").Obj()
 	full.Spec.InitContainers = []corev1.Container{
 		{Name: "setup", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}},
 		{Name: "sidecar", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}},
 	}
 	full.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
 	full.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue"}}
-	full.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: "dropped"}}
 
-	obj, err := slimPod(full)
+	obj, err := toPodRecord(full)
 	require.NoError(t, err)
-	slim := obj.(*corev1.Pod)
+	rec := obj.(*podRecord)
+	require.Equal(t, *newPodInfo(full), rec.info)
+	require.Equal(t, full.UID, rec.UID)
+	require.Equal(t, []int{0, 1}, rec.info.gpuIDs)
+	require.True(t, rec.info.gated)
+}
 
-	require.Equal(t, PodRequests(full), PodRequests(slim))
-	wantInfo, gotInfo := newPodInfo(full), newPodInfo(slim)
-	wantInfo.lastEvent, gotInfo.lastEvent = "", ""
-	require.Equal(t, wantInfo, gotInfo)
-	require.NotContains(t, slim.Annotations, "unrelated")
-	require.Empty(t, slim.Spec.Containers[0].Env)
+// Pods reach the manager through real informers: created, bound, deleted.
+func TestWatchFeedsManager(t *testing.T) {
+	node := builders.Node("n-0").GPU(8).CPU("64").Memory("256Gi").Pods(110).Obj()
+	pod := builders.Pod("default", "w-0").GPU(2).Obj()
+	client := fake.NewClientset(node, pod)
+	m := NewManager(testConfig(), nil, nil, nil, nil)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	require.NoError(t, m.Watch(factory))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	freeGPUs := func() int64 {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		if n, ok := m.state.nodes["n-0"]; ok && n.known {
+			return n.free().GPU
+		}
+		return -1
+	}
+	require.Eventually(t, func() bool { return freeGPUs() == 8 }, 10*time.Second, 10*time.Millisecond)
+
+	pod.Spec.NodeName = "n-0"
+	_, err := client.CoreV1().Pods("default").Update(ctx, pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return freeGPUs() == 6 }, 10*time.Second, 10*time.Millisecond, "the bound pod takes 2 GPUs")
+
+	require.NoError(t, client.CoreV1().Pods("default").Delete(ctx, "w-0", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return freeGPUs() == 8 }, 10*time.Second, 10*time.Millisecond, "the deleted pod gives them back")
 }

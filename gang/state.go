@@ -212,8 +212,12 @@ func (s *state) deleteNode(name string) {
 // or finished. It keeps lastEvent, which is lockstep's own, across updates. now stamps a gang's
 // first sighting.
 func (s *state) upsertPod(pod *corev1.Pod, now time.Time) *podInfo {
-	next := newPodInfo(pod)
-	prev, ok := s.pods[pod.UID]
+	return s.upsertInfo(newPodInfo(pod), now)
+}
+
+// upsertInfo is upsertPod for a pod already summarised (the informer's records).
+func (s *state) upsertInfo(next *podInfo, now time.Time) *podInfo {
+	prev, ok := s.pods[next.uid]
 	if ok {
 		next.lastEvent = prev.lastEvent
 		// lockstep marks a pod bound as soon as its binding succeeds; an informer event from
@@ -227,7 +231,7 @@ func (s *state) upsertPod(pod *corev1.Pod, now time.Time) *podInfo {
 		s.release(prev)
 		s.leaveGang(prev)
 	}
-	s.pods[pod.UID] = next
+	s.pods[next.uid] = next
 	s.take(next)
 	s.joinGang(next, now)
 	return next
