@@ -103,7 +103,7 @@ type nodeRank struct {
 	// holdsGang: the node already holds members of this gang (bound or planned). Packing a gang on
 	// few nodes keeps its traffic off the network.
 	holdsGang bool
-	// holdsRest: everything still to place fits here, so the gang can finish on this node.
+	// holdsRest: the GPUs of everything still to place fit here, so the gang can finish on this node.
 	holdsRest bool
 	// fit is larger for a better fit: when the rest fits, the tightest node (best fit, keeps big
 	// nodes whole for big gangs); when it does not, the roomiest (fewest nodes overall).
@@ -114,7 +114,11 @@ type nodeRank struct {
 
 func rankNode(name string, free, req, remaining Resources, used map[string]bool, score func(string, Resources) int) nodeRank {
 	r := nodeRank{name: name, holdsGang: used[name]}
-	r.holdsRest, _ = remaining.FitsIn(free)
+	// GPUs only: counting cpu and memory too steered gangs of small pods onto the scarce nodes
+	// big enough for their summed cpu, exactly the ones later 8-GPU pods needed (measured on the
+	// openb trace with make bench-packing: 0.58 of GPUs allocated at the first failure, against
+	// 0.70 with this rule).
+	r.holdsRest = remaining.GPU <= free.GPU
 	if r.holdsRest {
 		r.fitGPU, r.fitCPU = -free.GPU, -free.MilliCPU
 	} else {
