@@ -164,14 +164,14 @@ func (s *server) gangs(w http.ResponseWriter, r *http.Request) {
 
 // decodeExtenderArgs reads the arguments of filter and prioritize, which must name a pod.
 func (s *server) decodeExtenderArgs(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArgs, int) {
-	var args extenderv1.ExtenderArgs
+	var args extenderArgs
 	if code := s.decode(w, r, &args, "ExtenderArgs"); code != 0 {
 		return nil, code
 	}
 	if args.Pod == nil {
 		return nil, writeError(w, http.StatusBadRequest, "ExtenderArgs.Pod is missing")
 	}
-	return &args, 0
+	return args.upstream(), 0
 }
 
 // decode reads one JSON document of the named wire type, answering 413 or 400 itself on failure
