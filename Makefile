@@ -33,7 +33,7 @@ demo: control-plane
 	$(GO) run ./test/demo
 
 bench: control-plane
-	$(GO) run ./test/bench
+	$(GO) run ./test/verbbench
 
 bench-packing:
 	$(GO) run ./test/packing

@@ -1,10 +1,12 @@
 package extender
 
 import (
+	"bytes"
 	"testing"
 
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
 
 func TestNodeNameListDecoding(t *testing.T) {
@@ -68,5 +70,20 @@ func FuzzNodeNameList(f *testing.F) {
 			require.NoError(t, plainErr, "fast path accepted %q, the ordinary decoder did not", in)
 			require.Equal(t, plain, []string(fast), "input %q", in)
 		}
+	})
+}
+
+// The hand-written prioritize answer must be exactly what the encoder writes for the same list.
+func FuzzHostPriorities(f *testing.F) {
+	f.Add("node-0", int64(10), "node-1", int64(0))
+	f.Add("a<b>&\"c\\", int64(-3), "n\u00f6d\xff", int64(1<<40))
+	f.Fuzz(func(t *testing.T, a string, sa int64, b string, sb int64) {
+		names, scores := []string{a, b}, []int64{sa, sb}
+		var got bytes.Buffer
+		appendHostPriorities(&got, names, scores)
+		list := extenderv1.HostPriorityList{{Host: a, Score: sa}, {Host: b, Score: sb}}
+		var want bytes.Buffer
+		require.NoError(t, json.NewEncoder(&want).Encode(list))
+		require.Equal(t, want.String(), got.String())
 	})
 }

@@ -47,10 +47,9 @@ func (m *Manager) upsertRecord(obj any) {
 	if !ok {
 		return
 	}
-	info := rec.info // the manager keeps and changes its own copy
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.state.upsertInfo(&info, m.now())
+	m.state.upsertInfo(rec.info, m.now())
 }
 
 func unwrapTombstone(obj any) any {
@@ -66,7 +65,8 @@ func unwrapTombstone(obj any) any {
 // hundred bytes. lockstep never reads pods back from the informer's store, only from its events.
 type podRecord struct {
 	metav1.ObjectMeta
-	info podInfo
+	// info is handed to the manager as it is, not copied: the informer never reads it again.
+	info *podInfo
 }
 
 func toPodRecord(obj any) (any, error) {
@@ -76,7 +76,7 @@ func toPodRecord(obj any) (any, error) {
 	}
 	return &podRecord{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
-		info:       *newPodInfo(p),
+		info:       newPodInfo(p),
 	}, nil
 }
 

@@ -33,7 +33,7 @@ func TestPodRecordKeepsWhatLockstepReads(t *testing.T) {
 	obj, err := toPodRecord(full)
 	require.NoError(t, err)
 	rec := obj.(*podRecord)
-	require.Equal(t, *newPodInfo(full), rec.info)
+	require.Equal(t, newPodInfo(full), rec.info)
 	require.Equal(t, full.UID, rec.UID)
 	require.Equal(t, []int{0, 1}, rec.info.gpuIDs)
 	require.True(t, rec.info.gated)

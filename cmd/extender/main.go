@@ -45,6 +45,7 @@ func run(ctx context.Context, opts options) error {
 	if err := opts.validate(); err != nil {
 		return err
 	}
+	opts.tuneGC()
 	client, err := opts.kubeClient()
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -34,6 +35,8 @@ type options struct {
 	maxRequestBytes    int64
 	qps                float64
 	burst              int
+	gcPercent          int
+	memoryLimit        int64
 }
 
 func defaultOptions() options {
@@ -46,6 +49,8 @@ func defaultOptions() options {
 		maxRequestBytes:    extender.DefaultMaxRequestBytes,
 		qps:                50,
 		burst:              100,
+		gcPercent:          400,
+		memoryLimit:        256 << 20,
 	}
 }
 
@@ -67,6 +72,19 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", o.maxRequestBytes, "largest request body accepted; larger ones get 413")
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "queries per second to the apiserver")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "burst of queries to the apiserver")
+	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage collection target (GOGC); lockstep's live heap is small and every call makes garbage in proportion to the cluster, so collecting less often keeps the slowest calls fast. The GOGC environment variable wins when set")
+	fs.Int64Var(&o.memoryLimit, "memory-limit", o.memoryLimit, "soft memory limit in bytes (GOMEMLIMIT): near it the collector runs more often, which bounds memory despite --gc-percent; 0 for none. The GOMEMLIMIT environment variable wins when set")
+}
+
+// tuneGC applies --gc-percent and --memory-limit unless the standard environment variables
+// already set them.
+func (o *options) tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(o.gcPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" && o.memoryLimit > 0 {
+		debug.SetMemoryLimit(o.memoryLimit)
+	}
 }
 
 // validate checks the flags against each other and, when given, against the scheduler's own
@@ -88,6 +106,12 @@ func (o *options) validate() error {
 	}
 	if o.defaultWaitingTime <= 0 {
 		return fmt.Errorf("--default-waiting-time must be positive, got %s", o.defaultWaitingTime)
+	}
+	if o.gcPercent <= 0 {
+		return fmt.Errorf("--gc-percent must be positive, got %d", o.gcPercent)
+	}
+	if o.memoryLimit < 0 {
+		return fmt.Errorf("--memory-limit must not be negative, got %d", o.memoryLimit)
 	}
 	if o.maxRequestBytes <= 0 {
 		return fmt.Errorf("--max-request-bytes must be positive, got %d", o.maxRequestBytes)

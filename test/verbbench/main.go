@@ -1,4 +1,4 @@
-// Command bench is `make bench`. It runs the real lockstep binary against a real etcd and
+// Command verbbench is `make bench`. It runs the real lockstep binary against a real etcd and
 // kube-apiserver on loopback, loads 100, then 1,000, then 5,000 nodes with 10 bound pods each
 // (50,000 pods at the end) through the API, and measures:
 //   - filter, prioritize and bind of an ordinary pod over loopback HTTP, node names only (as the
