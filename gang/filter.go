@@ -156,7 +156,7 @@ func (m *Manager) admitGang(p *podInfo, g *gangInfo, spec *Spec, nodes []string)
 	}
 	if wait := m.coolDown(g, spec); wait > 0 {
 		return m.wait(p, g, nodes, fmt.Sprintf("gang %s: its reservation timed out; it plans again in %s so that other waiting gangs get the capacity first",
-			g.key, wait.Round(time.Second)))
+			g.key, wait.Truncate(time.Second)+time.Second))
 	}
 
 	reserved, heldBy := m.reservedByNode(g.key)

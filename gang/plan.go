@@ -214,7 +214,11 @@ func explainNoFit(gang string, in planInput, failed int, heldByOthers map[string
 	}
 	largest, largestOn := largestFree(short)
 	where := "no node has any free"
-	if largestOn != "" && largest > 0 {
+	switch {
+	case largestOn != "" && largest >= m.requests.Get(short):
+		// A node had room before the plan gave it to the gang's other members.
+		where = fmt.Sprintf("the nodes with room (up to %s free, on %s) went to the gang's other members", quantityNumber(short, largest), largestOn)
+	case largestOn != "" && largest > 0:
 		where = fmt.Sprintf("at most %s free on one node (%s)", quantityNumber(short, largest), largestOn)
 	}
 	return fmt.Sprintf("gang %s: %d %s fit in total, but member %s needs %s on one node after placing the others: %s%s",
