@@ -52,8 +52,9 @@ const (
 func main() {
 	calls := flag.Int("calls", 1000, "filter and prioritize calls per size")
 	binds := flag.Int("binds", 200, "bind calls per size")
+	extra := flag.String("lockstep-flags", "", "extra flags for the lockstep process, space-separated (e.g. \"--gc-percent=800\")")
 	flag.Parse()
-	if err := run(*calls, *binds); err != nil {
+	if err := run(*calls, *binds, strings.Fields(*extra)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -67,7 +68,7 @@ type row struct {
 	allocs, kbCall float64
 }
 
-func run(calls, binds int) error {
+func run(calls, binds int, lockstepFlags []string) error {
 	ctx := context.Background()
 	fmt.Printf("lockstep bench  %s  %s  GOMAXPROCS=%d  (shared machine: compare figures within one run)\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.Version(), runtime.GOMAXPROCS(0))
@@ -110,8 +111,8 @@ func run(calls, binds int) error {
 			if err != nil {
 				return err
 			}
-			ls = harness.NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port,
-				"--kubeconfig", c.AdminKubeconfig, "--kube-api-qps", "1000", "--kube-api-burst", "2000")
+			args := append([]string{"--kubeconfig", c.AdminKubeconfig, "--kube-api-qps", "1000", "--kube-api-burst", "2000"}, lockstepFlags...)
+			ls = harness.NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port, args...)
 			if err := ls.Start(ctx); err != nil {
 				return err
 			}
