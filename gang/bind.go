@@ -29,6 +29,9 @@ func (m *Manager) Bind(ctx context.Context, namespace, name string, uid types.UI
 	}
 
 	m.mu.Lock()
+	if cur, ok := m.state.pods[p.uid]; ok {
+		p = cur // an informer update may have replaced the record since the lookup
+	}
 	if p.node != "" {
 		m.mu.Unlock()
 		if p.node == node {
