@@ -391,6 +391,7 @@ func TestConcurrentRequests(t *testing.T) {
 		return nil, errors.New("not found")
 	}
 	m := gang.NewManager(gang.Config{BindWait: 50 * time.Millisecond, ExpiryCheckInterval: 20 * time.Millisecond}, binder, getPod, nil, nil)
+	t.Cleanup(m.Stop)
 	nodes := builders.GPUNodes("n", 10, 8)
 	for _, n := range nodes {
 		m.UpsertNode(n)

@@ -266,8 +266,9 @@ func (m *Manager) planView(g *gangInfo, reserved map[string]Resources, only map[
 			in.gangNodes[q.node] = true
 		}
 	}
+	memo := scoreMemo{} // one plan scores every node per member; most share a state
 	in.nodeScore = func(node string, req Resources) int {
-		return m.state.nodes[node].gpuScore(req.GPU, reserved[node].GPU)
+		return memo.gpuScore(m.state.nodes[node], req.GPU, reserved[node].GPU)
 	}
 	return in
 }

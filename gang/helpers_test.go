@@ -131,6 +131,7 @@ func newEnv(t *testing.T, cfg Config, nodes ...*corev1.Node) *env {
 	t.Helper()
 	e := &env{t: t, binder: newFakeBinder(), rec: record.NewFakeRecorder(10000), pods: map[string]*corev1.Pod{}}
 	e.m = NewManager(cfg, e.binder, e.getPod, e.rec, nil)
+	t.Cleanup(e.m.Stop)
 	for _, n := range nodes {
 		e.m.UpsertNode(n)
 		e.nodes = append(e.nodes, n.Name)

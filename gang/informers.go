@@ -10,12 +10,16 @@ import (
 // Watch feeds pod and node changes from the factory's informers to the manager. A restarted
 // lockstep rebuilds what is bound from these alone: reservations are deliberately not persisted,
 // the scheduler's retries of unbound members rebuild them.
-func (m *Manager) Watch(factory informers.SharedInformerFactory) error {
+//
+// The returned function reports when the manager itself has taken in the initial lists. That is
+// later than the informers' own sync (their stores fill before the handlers have run), and
+// answering before it could offer GPUs that pods not yet processed already hold.
+func (m *Manager) Watch(factory informers.SharedInformerFactory) (synced func() bool, err error) {
 	pods := factory.Core().V1().Pods().Informer()
 	if err := pods.SetTransform(toPodRecord); err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	podHandler, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.upsertRecord(obj) },
 		UpdateFunc: func(_, obj any) { m.upsertRecord(obj) },
 		DeleteFunc: func(obj any) {
@@ -23,14 +27,15 @@ func (m *Manager) Watch(factory informers.SharedInformerFactory) error {
 				m.DeletePod(rec.UID)
 			}
 		},
-	}); err != nil {
-		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	nodes := factory.Core().V1().Nodes().Informer()
 	if err := nodes.SetTransform(stripManagedFields); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	nodeHandler, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.UpsertNode(obj.(*corev1.Node)) },
 		UpdateFunc: func(_, obj any) { m.UpsertNode(obj.(*corev1.Node)) },
 		DeleteFunc: func(obj any) {
@@ -39,7 +44,10 @@ func (m *Manager) Watch(factory informers.SharedInformerFactory) error {
 			}
 		},
 	})
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return func() bool { return podHandler.HasSynced() && nodeHandler.HasSynced() }, nil
 }
 
 func (m *Manager) upsertRecord(obj any) {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/lockstep-sched/lockstep/test/builders"
 )
@@ -45,12 +46,19 @@ func TestWatchFeedsManager(t *testing.T) {
 	pod := builders.Pod("default", "w-0").GPU(2).Obj()
 	client := fake.NewClientset(node, pod)
 	m := NewManager(testConfig(), nil, nil, nil, nil)
+	defer m.Stop()
 	factory := informers.NewSharedInformerFactory(client, 0)
-	require.NoError(t, m.Watch(factory))
+	synced, err := m.Watch(factory)
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), synced), "the manager has taken in the initial lists")
+	// Ready means the manager has seen the pod, not only that the informer stored it.
+	m.mu.RLock()
+	_, seen := m.state.pods[pod.UID]
+	m.mu.RUnlock()
+	require.True(t, seen)
 
 	freeGPUs := func() int64 {
 		m.mu.RLock()
@@ -63,7 +71,7 @@ func TestWatchFeedsManager(t *testing.T) {
 	require.Eventually(t, func() bool { return freeGPUs() == 8 }, 10*time.Second, 10*time.Millisecond)
 
 	pod.Spec.NodeName = "n-0"
-	_, err := client.CoreV1().Pods("default").Update(ctx, pod, metav1.UpdateOptions{})
+	_, err = client.CoreV1().Pods("default").Update(ctx, pod, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return freeGPUs() == 6 }, 10*time.Second, 10*time.Millisecond, "the bound pod takes 2 GPUs")
 

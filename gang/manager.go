@@ -76,6 +76,8 @@ type Manager struct {
 	now      func() time.Time
 	// conditions, when set, writes ConditionGangScheduled (see conditions.go); guarded by mu.
 	conditions ConditionWriter
+	stop       chan struct{}
+	stopOnce   sync.Once
 
 	mu    sync.RWMutex
 	state *state
@@ -92,20 +94,42 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 		recorder = &record.FakeRecorder{}
 	}
 	m := &Manager{
-		cfg:          cfg,
-		binder:       binder,
-		getPod:       getPod,
-		recorder:     recorder,
-		metrics:      metrics,
-		now:          time.Now,
-		state:        newState(),
-		reservations: gocache.New(gocache.NoExpiration, cfg.ExpiryCheckInterval),
+		cfg:      cfg,
+		binder:   binder,
+		getPod:   getPod,
+		recorder: recorder,
+		metrics:  metrics,
+		now:      time.Now,
+		state:    newState(),
+		// No janitor of go-cache's own: it would hold the eviction callback, and with it the
+		// manager, for the life of the process. sweepExpired runs until Stop.
+		reservations: gocache.New(gocache.NoExpiration, 0),
+		stop:         make(chan struct{}),
 	}
 	// go-cache calls this without its own lock but possibly while the caller of Delete holds ours,
 	// so the work happens on another goroutine.
 	m.reservations.OnEvicted(func(key string, v any) { go m.onEvicted(key, v.(*reservation)) })
+	go m.sweepExpired()
 	return m
 }
+
+// sweepExpired evicts expired reservations every ExpiryCheckInterval, which reports them through
+// OnEvicted; their capacity is free from the moment they expire regardless.
+func (m *Manager) sweepExpired() {
+	tick := time.NewTicker(m.cfg.ExpiryCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			m.reservations.DeleteExpired()
+		case <-m.stop:
+			return
+		}
+	}
+}
+
+// Stop ends the manager's background sweep; the manager answers calls no longer reliably after.
+func (m *Manager) Stop() { m.stopOnce.Do(func() { close(m.stop) }) }
 
 // --- informer input -------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -28,6 +29,8 @@ type app struct {
 	broadcaster record.EventBroadcaster
 	client      kubernetes.Interface
 	ready       atomic.Bool
+	// handlersSynced reports when the manager has taken in the initial lists (see gang.Watch).
+	handlersSynced func() bool
 }
 
 func newApp(client kubernetes.Interface, opts options, reg *prometheus.Registry) (*app, error) {
@@ -49,9 +52,11 @@ func newApp(client kubernetes.Interface, opts options, reg *prometheus.Registry)
 		Ready:           a.ready.Load,
 		Registry:        reg,
 	})
-	if err := a.manager.Watch(a.factory); err != nil {
+	synced, err := a.manager.Watch(a.factory)
+	if err != nil {
 		return nil, err
 	}
+	a.handlersSynced = synced
 	return a, nil
 }
 
@@ -61,11 +66,9 @@ func (a *app) start(ctx context.Context) {
 	defer a.broadcaster.Shutdown()
 	a.factory.Start(ctx.Done())
 	start := time.Now()
-	for typ, ok := range a.factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			klog.InfoS("Informer did not sync before shutdown", "type", typ)
-			return
-		}
+	if !cache.WaitForCacheSync(ctx.Done(), a.handlersSynced) {
+		klog.InfoS("Informers did not sync before shutdown")
+		return
 	}
 	// The initial lists are the largest allocation lockstep ever makes and are garbage now;
 	// hand their pages back so resident memory reflects the steady state.

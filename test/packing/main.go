@@ -169,6 +169,9 @@ func runList(path string, nodes []traceNode, topos topologies, seed uint64, show
 			r.gangs++
 		}
 		r.elapsed = time.Since(t0)
+		if r.lockstep != nil {
+			r.lockstep.m.Stop()
+		}
 		runs = append(runs, r)
 	}
 	report(pods, gangs, runs, showMisses, nodes)

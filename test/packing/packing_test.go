@@ -115,6 +115,7 @@ func TestLockstepSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(l.m.Stop)
 	misses := 0
 	l.onPlaced = func(g *gangSpec, member int, n *nodeState, ids []int) {
 		if _, ok := checkNVLink(c, g, member, n, ids); ok {

@@ -143,12 +143,13 @@ func run(calls, binds int, lockstepFlags []string) error {
 
 	// Allocations per call, through the handler in this process, fed the same objects directly.
 	for _, size := range []int{100, 1000, 5000} {
-		h, names := inProcessHandler(size)
+		h, names, stop := inProcessHandler(size)
 		for i := range rows {
 			if rows[i].nodes == size {
 				rows[i].allocs, rows[i].kbCall = allocs(h, rows[i].verb, names, size)
 			}
 		}
+		stop()
 	}
 
 	fmt.Println()
@@ -325,7 +326,7 @@ func latency(url, verb string, count int, names []string, pending []*corev1.Pod)
 
 // inProcessHandler is lockstep's handler over a manager fed the same objects directly, plus
 // 100 pending pods for bind.
-func inProcessHandler(size int) (http.Handler, []string) {
+func inProcessHandler(size int) (http.Handler, []string, func()) {
 	m := gang.NewManager(gang.Config{}, nopBinder{}, nil, nil, nil)
 	names := nodeNames(size)
 	for i, name := range names {
@@ -343,7 +344,7 @@ func inProcessHandler(size int) (http.Handler, []string) {
 	for _, p := range allocPods(size) {
 		m.UpsertPod(p)
 	}
-	return extender.NewHandler(m, extender.Options{}), names
+	return extender.NewHandler(m, extender.Options{}), names, m.Stop
 }
 
 func allocPods(size int) []*corev1.Pod {
