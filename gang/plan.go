@@ -230,17 +230,6 @@ func nonNegative(r Resources) Resources {
 	return Resources{clamp(r.MilliCPU), clamp(r.Memory), clamp(r.GPU), clamp(r.Pods)}
 }
 
-// quantityNumber prints a quantity without its resource name, in the unit FormatQuantity uses.
-func quantityNumber(name corev1.ResourceName, v int64) string {
-	s := FormatQuantity(name, v)
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == ' ' {
-			return s[:i]
-		}
-	}
-	return s
-}
-
 func heldNote(name corev1.ResourceName, held map[string]Resources) string {
 	type holder struct {
 		gang string

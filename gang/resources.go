@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,18 +93,21 @@ func (r Resources) Get(name corev1.ResourceName) int64 {
 // FormatQuantity renders a quantity of one resource for a human: "10 nvidia.com/gpu",
 // "3500m cpu", "12Gi memory", "3 pods".
 func FormatQuantity(name corev1.ResourceName, v int64) string {
+	return quantityNumber(name, v) + " " + string(name)
+}
+
+// quantityNumber prints a quantity without its resource name: "10", "3500m", "12Gi".
+func quantityNumber(name corev1.ResourceName, v int64) string {
 	switch name {
 	case corev1.ResourceCPU:
 		if v%1000 == 0 {
-			return fmt.Sprintf("%d cpu", v/1000)
+			return strconv.FormatInt(v/1000, 10)
 		}
-		return fmt.Sprintf("%dm cpu", v)
+		return strconv.FormatInt(v, 10) + "m"
 	case corev1.ResourceMemory:
-		return formatBytes(v) + " memory"
-	case corev1.ResourcePods:
-		return fmt.Sprintf("%d pods", v)
+		return formatBytes(v)
 	}
-	return fmt.Sprintf("%d %s", v, name)
+	return strconv.FormatInt(v, 10)
 }
 
 func formatBytes(v int64) string {
