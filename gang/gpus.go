@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,27 +85,11 @@ func (l *gpuLedger) release(uid types.UID, ids []int, count int64) {
 	}
 }
 
-// free lists the node's GPU indices nobody holds, from indices (the topology's, ascending). GPUs
-// taken by pods of unknown indices are assumed to be the highest-numbered free ones: a guess, but
-// one that keeps the count right, and the device plugin on such a node is not following
-// lockstep's choices anyway. extra more are dropped the same way (GPUs reservations hold).
-func (l *gpuLedger) free(indices []int, extra int64) []int {
-	free := make([]int, 0, len(indices))
-	for _, idx := range indices {
-		if _, taken := l.owner[idx]; !taken {
-			free = append(free, idx)
-		}
-	}
-	drop := min(int(max(l.unknown+extra, 0)), len(free))
-	return free[:len(free)-drop]
-}
-
-// freeMask is free as a bit set over positions in indices, without allocating; ok is false for
-// nodes of more than 64 GPUs.
-func (l *gpuLedger) freeMask(indices []int, extra int64) (mask uint64, ok bool) {
-	if len(indices) > 64 {
-		return 0, false
-	}
+// eachFree calls f with the position in indices (the topology's, ascending) of every GPU nobody
+// holds, highest first. GPUs taken by pods of unknown indices, and extra more (GPUs reservations
+// hold), are assumed to be the highest-numbered free ones: a guess, but one that keeps the count
+// right, and the device plugin on such a node is not following lockstep's choices anyway.
+func (l *gpuLedger) eachFree(indices []int, extra int64, f func(pos int)) {
 	drop := int(max(l.unknown+extra, 0))
 	for p := len(indices) - 1; p >= 0; p-- {
 		if _, taken := l.owner[indices[p]]; taken {
@@ -114,8 +99,25 @@ func (l *gpuLedger) freeMask(indices []int, extra int64) (mask uint64, ok bool) 
 			drop--
 			continue
 		}
-		mask |= 1 << p
+		f(p)
 	}
+}
+
+// free lists the free GPU indices, ascending.
+func (l *gpuLedger) free(indices []int, extra int64) []int {
+	free := make([]int, 0, len(indices))
+	l.eachFree(indices, extra, func(p int) { free = append(free, indices[p]) })
+	slices.Reverse(free)
+	return free
+}
+
+// freeMask is free as a bit set over positions in indices, without allocating; ok is false for
+// nodes of more than 64 GPUs.
+func (l *gpuLedger) freeMask(indices []int, extra int64) (mask uint64, ok bool) {
+	if len(indices) > 64 {
+		return 0, false
+	}
+	l.eachFree(indices, extra, func(p int) { mask |= 1 << p })
 	return mask, true
 }
 
