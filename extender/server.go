@@ -101,7 +101,7 @@ func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
 	if code != 0 {
 		return code
 	}
-	result := s.sched.Filter(args.Pod, nodeNames(args))
+	result := s.sched.Filter(args.Pod, args.nodeNames())
 
 	out := extenderv1.ExtenderFilterResult{FailedAndUnresolvableNodes: result.Failed}
 	if args.NodeNames != nil || args.Nodes == nil {
@@ -132,7 +132,7 @@ func (s *server) prioritize(w http.ResponseWriter, r *http.Request) int {
 	if code != 0 {
 		return code
 	}
-	names := nodeNames(args)
+	names := args.nodeNames()
 	scores := s.sched.Prioritize(args.Pod, names)
 	if len(scores) != len(names) {
 		return writeError(w, http.StatusInternalServerError, fmt.Sprintf("lockstep scored %d of %d nodes", len(scores), len(names)))
@@ -170,7 +170,7 @@ func (s *server) gangs(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeExtenderArgs reads the arguments of filter and prioritize, which must name a pod.
-func (s *server) decodeExtenderArgs(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArgs, int) {
+func (s *server) decodeExtenderArgs(w http.ResponseWriter, r *http.Request) (*extenderArgs, int) {
 	var args extenderArgs
 	if code := s.decode(w, r, &args, "ExtenderArgs"); code != 0 {
 		return nil, code
@@ -178,7 +178,7 @@ func (s *server) decodeExtenderArgs(w http.ResponseWriter, r *http.Request) (*ex
 	if args.Pod == nil {
 		return nil, writeError(w, http.StatusBadRequest, "ExtenderArgs.Pod is missing")
 	}
-	return args.upstream(), 0
+	return &args, 0
 }
 
 // decode reads one JSON document of the named wire type, answering 413 or 400 itself on failure
@@ -224,20 +224,6 @@ func describeJSONError(err error) string {
 		return fmt.Sprintf("field %q: got JSON %s, want %s", typeErr.Field, typeErr.Value, typeErr.Type)
 	}
 	return err.Error()
-}
-
-func nodeNames(args *extenderv1.ExtenderArgs) []string {
-	if args.NodeNames != nil {
-		return *args.NodeNames
-	}
-	if args.Nodes == nil {
-		return nil
-	}
-	names := make([]string, len(args.Nodes.Items))
-	for i := range args.Nodes.Items {
-		names[i] = args.Nodes.Items[i].Name
-	}
-	return names
 }
 
 // timed records a verb's latency with the status code its handler wrote.

@@ -10,7 +10,6 @@ import (
 
 	json "github.com/goccy/go-json"
 	corev1 "k8s.io/api/core/v1"
-	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
 
 // extenderArgs is extenderv1.ExtenderArgs as it arrives on the wire (the same keys: the upstream
@@ -24,13 +23,19 @@ type extenderArgs struct {
 	NodeNames *nodeNameList
 }
 
-func (a *extenderArgs) upstream() *extenderv1.ExtenderArgs {
-	out := &extenderv1.ExtenderArgs{Pod: a.Pod, Nodes: a.Nodes}
+// nodeNames are the candidate nodes, from NodeNames (nodeCacheCapable) or the full Nodes.
+func (a *extenderArgs) nodeNames() []string {
 	if a.NodeNames != nil {
-		names := []string(*a.NodeNames)
-		out.NodeNames = &names
+		return *a.NodeNames
 	}
-	return out
+	if a.Nodes == nil {
+		return nil
+	}
+	names := make([]string, len(a.Nodes.Items))
+	for i := range a.Nodes.Items {
+		names[i] = a.Nodes.Items[i].Name
+	}
+	return names
 }
 
 // nodeNameList decodes a JSON array of strings into substrings of one string: two allocations
