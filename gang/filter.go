@@ -2,6 +2,8 @@ package gang
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,7 +85,7 @@ func (m *Manager) filterByFreeCapacity(req Resources, ownGang string, nodes []st
 		if held, ok := reserved[name]; ok {
 			if fits, short := req.FitsIn(free.Sub(held)); !fits {
 				m.addFailure(&out, name, fmt.Sprintf("%s reserved for gang %s: needs %s, %s free outside reservations",
-					FormatQuantity(short, held.Get(short)), m.holdersOn(name), quantityNumber(short, req.Get(short)),
+					FormatQuantity(short, held.Get(short)), m.holdersOn(name, ownGang), quantityNumber(short, req.Get(short)),
 					quantityNumber(short, max(free.Sub(held).Get(short), 0))))
 				continue
 			}
@@ -100,22 +102,24 @@ func (m *Manager) addFailure(r *FilterResult, node, reason string) {
 	r.Failed[node] = reason
 }
 
-// holdersOn names the gangs holding capacity on a node; called only on the failure path.
-func (m *Manager) holdersOn(node string) string {
-	names := ""
+// holdersOn names, sorted, the gangs other than ownGang holding capacity on a node: the same
+// message every time, so that the scheduler folds identical node reasons and lockstep's event
+// de-duplication holds. Called only on the failure path.
+func (m *Manager) holdersOn(node, ownGang string) string {
+	var names []string
 	for key, item := range m.reservations.Items() {
-		res := item.Object.(*reservation)
-		for _, s := range res.slots {
+		if key == ownGang {
+			continue
+		}
+		for _, s := range item.Object.(*reservation).slots {
 			if s.node == node && s.holdsCapacity() {
-				if names != "" {
-					names += ", "
-				}
-				names += key
+				names = append(names, key)
 				break
 			}
 		}
 	}
-	return names
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // admitGang is the all-or-nothing check: can the members still needed for quorum all be placed

@@ -503,3 +503,20 @@ func TestMemberReplacedWhileReserving(t *testing.T) {
 	require.Empty(t, e.m.Status("default"))
 	require.Len(t, e.filter(plain).Feasible, 2, "the reservation went with the gang")
 }
+
+// Two gangs holding one node are named in the same order every time: the scheduler folds
+// identical node reasons and lockstep de-duplicates events by message.
+func TestReservedNodeReasonIsStable(t *testing.T) {
+	e := newEnv(t, testConfig(), builders.Node("n-0").GPU(8).CPU("64").Memory("256Gi").Pods(110).Obj())
+	for _, g := range []string{"zeta", "alpha"} {
+		pods := members("default", g, g, 2, 2, 2)
+		e.add(pods...)
+		require.Equal(t, "n-0", e.filterOne(pods[0]))
+	}
+	ordinary := builders.Pod("default", "big").GPU(5).Obj()
+	e.add(ordinary)
+	want := "8 nvidia.com/gpu reserved for gang default/alpha, default/zeta: needs 5, 0 free outside reservations"
+	for range 20 {
+		require.Equal(t, want, e.filter(ordinary).Failed["n-0"])
+	}
+}
