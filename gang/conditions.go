@@ -69,18 +69,21 @@ func (m *Manager) capacityFreedLocked(freedBy string) []conditionWrite {
 	return writes
 }
 
-// writeConditions runs outside the manager's lock: API calls must never hold it.
+// writeConditions makes the writes in the background: its callers hold no lock but may be the
+// informer's event handler or a filter call, and neither may wait on the apiserver.
 func (m *Manager) writeConditions(w ConditionWriter, writes []conditionWrite) {
-	if w == nil {
+	if w == nil || len(writes) == 0 {
 		return
 	}
-	for _, c := range writes {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := w.SetCondition(ctx, c.namespace, c.name, c.cond); err != nil {
-			klog.InfoS("Could not write gang condition", "pod", c.namespace+"/"+c.name, "err", err)
+	go func() {
+		for _, c := range writes {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := w.SetCondition(ctx, c.namespace, c.name, c.cond); err != nil {
+				klog.InfoS("Could not write gang condition", "pod", c.namespace+"/"+c.name, "err", err)
+			}
+			cancel()
 		}
-		cancel()
-	}
+	}()
 }
 
 // APIConditionWriter patches pods/status through client-go.

@@ -152,11 +152,11 @@ func (m *Manager) admitGang(p *podInfo, g *gangInfo, spec *Spec, nodes []string)
 		return m.wait(p, g, nodes, reason)
 	}
 	if old := g.reservation; old != nil && old.state == reserving {
-		// go-cache hides an expired reservation at once but reports it only when its janitor
+		// go-cache hides an expired reservation at once but reports it only when sweepExpired
 		// next runs; a new Set would replace it unreported. Expire it here so that its waiters
 		// wake and the gang's time-out and cool-down are not skipped.
 		writes, writer := m.expireLocked(g.key, old)
-		go m.writeConditions(writer, writes)
+		m.writeConditions(writer, writes)
 	}
 	if wait := m.coolDown(g, spec); wait > 0 {
 		return m.wait(p, g, nodes, fmt.Sprintf("gang %s: its reservation timed out; it plans again in %s so that other waiting gangs get the capacity first",

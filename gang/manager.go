@@ -83,7 +83,7 @@ type Manager struct {
 	state *state
 	// reservations maps a gang key to its *reservation. go-cache hides an expired entry from Get
 	// and Items the moment it expires, so expired capacity is free for others at once; its
-	// janitor then reports the eviction and the gang is marked TimedOut.
+	// sweepExpired then reports the eviction and the gang is marked TimedOut.
 	reservations *gocache.Cache
 }
 
@@ -230,8 +230,8 @@ func (m *Manager) releaseLocked(res *reservation) {
 	close(res.done)
 }
 
-// onEvicted runs when go-cache's janitor drops an expired reservation (or after our own Delete,
-// which it then ignores because the reservation is already released).
+// onEvicted runs when sweepExpired drops an expired reservation (or after our own Delete, which it
+// then ignores because the reservation is already released).
 func (m *Manager) onEvicted(key string, res *reservation) {
 	m.mu.Lock()
 	writes, writer := m.expireLocked(key, res)

@@ -80,7 +80,7 @@ type gangInfo struct {
 	timedOutAt  time.Time
 	committedAt time.Time
 	// reservation is the last one admitGang made, live or not: one that is still reserving but
-	// no longer in the cache has expired without go-cache's janitor having reported it yet.
+	// no longer in the cache has expired without sweepExpired having reported it yet.
 	reservation *reservation
 }
 
