@@ -132,7 +132,7 @@ func (m *Manager) lookupPod(ctx context.Context, namespace, name string, uid typ
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.state.upsertPod(pod, m.now()), nil
+	return m.state.upsertPod(pod), nil
 }
 
 func (m *Manager) bindNow(ctx context.Context, p *podInfo, node, kind string) error {
@@ -210,7 +210,6 @@ func (m *Manager) commit(g *gangInfo, res *reservation, todo []*slot) {
 	res.state = released
 	m.reservations.Delete(res.gang)
 	close(res.done)
-	g.committedAt = m.now()
 
 	if failed == 0 {
 		g.lastReason = fmt.Sprintf("gang %s: quorum reached, %d members bound", g.key, len(todo))

@@ -42,7 +42,7 @@ func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.state.upsertPod(pod, m.now())
+	p := m.state.upsertPod(pod)
 	if specErr != nil {
 		m.eventLocked(p, corev1.EventTypeWarning, ReasonRejected, specErr.Error())
 		return failAll(nodes, specErr.Error())

@@ -82,7 +82,7 @@ type Manager struct {
 	mu    sync.RWMutex
 	state *state
 	// reservations maps a gang key to its *reservation. go-cache hides an expired entry from Get
-	// and Items the moment it expires, so expired capacity is free for others at once; its
+	// and Items the moment it expires, so expired capacity is free for others at once;
 	// sweepExpired then reports the eviction and the gang is marked TimedOut.
 	reservations *gocache.Cache
 }
@@ -151,7 +151,7 @@ func (m *Manager) DeleteNode(name string) {
 func (m *Manager) UpsertPod(pod *corev1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.state.upsertPod(pod, m.now())
+	m.state.upsertPod(pod)
 }
 
 // DeletePod forgets a pod. A departed member's slot goes back to its gang's pool, and a gang left

@@ -17,7 +17,6 @@ type podInfo struct {
 	namespace string
 	name      string
 	created   time.Time
-	priority  int32
 	requests  Resources
 	node      string // spec.nodeName, or the node lockstep just bound it to
 	terminal  bool   // Succeeded or Failed: holds nothing on its node any more
@@ -71,14 +70,12 @@ type gangInfo struct {
 	namespace  string
 	name       string
 	members    map[types.UID]*podInfo
-	firstSeen  time.Time
 	lastReason string
 	// attempts counts how often a member was turned away at filter: how long the gang has been
 	// trying, in the scheduler's own retries.
-	attempts    int
-	timedOut    bool
-	timedOutAt  time.Time
-	committedAt time.Time
+	attempts   int
+	timedOut   bool
+	timedOutAt time.Time
 	// reservation is the last one admitGang made, live or not: one that is still reserving but
 	// no longer in the cache has expired without sweepExpired having reported it yet.
 	reservation *reservation
@@ -143,9 +140,6 @@ func newPodInfo(pod *corev1.Pod) *podInfo {
 		terminal:  pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
 		gated:     len(pod.Spec.SchedulingGates) > 0,
 	}
-	if pod.Spec.Priority != nil {
-		p.priority = *pod.Spec.Priority
-	}
 	p.gangName = pod.Annotations[AnnotationName]
 	if raw, ok := pod.Annotations[AnnotationGPUIDs]; ok && p.requests.GPU > 0 {
 		// A malformed list counts as unknown indices: the GPUs still count as taken.
@@ -209,14 +203,13 @@ func (s *state) deleteNode(name string) {
 }
 
 // upsertPod records a pod's latest version and moves its capacity between nodes when it was bound
-// or finished. It keeps lastEvent, which is lockstep's own, across updates. now stamps a gang's
-// first sighting.
-func (s *state) upsertPod(pod *corev1.Pod, now time.Time) *podInfo {
-	return s.upsertInfo(newPodInfo(pod), now)
+// or finished. It keeps lastEvent, which is lockstep's own, across updates.
+func (s *state) upsertPod(pod *corev1.Pod) *podInfo {
+	return s.upsertInfo(newPodInfo(pod))
 }
 
 // upsertInfo is upsertPod for a pod already summarised (the informer's records).
-func (s *state) upsertInfo(next *podInfo, now time.Time) *podInfo {
+func (s *state) upsertInfo(next *podInfo) *podInfo {
 	prev, ok := s.pods[next.uid]
 	if ok {
 		next.lastEvent = prev.lastEvent
@@ -233,7 +226,7 @@ func (s *state) upsertInfo(next *podInfo, now time.Time) *podInfo {
 	}
 	s.pods[next.uid] = next
 	s.take(next)
-	s.joinGang(next, now)
+	s.joinGang(next)
 	return next
 }
 
@@ -282,14 +275,14 @@ func gangKeyOf(p *podInfo) string {
 	return p.namespace + "/" + p.gangName
 }
 
-func (s *state) joinGang(p *podInfo, now time.Time) {
+func (s *state) joinGang(p *podInfo) {
 	key := gangKeyOf(p)
 	if key == "" {
 		return
 	}
 	g, ok := s.gangs[key]
 	if !ok {
-		g = &gangInfo{key: key, namespace: p.namespace, name: p.gangName, members: map[types.UID]*podInfo{}, firstSeen: now}
+		g = &gangInfo{key: key, namespace: p.namespace, name: p.gangName, members: map[types.UID]*podInfo{}}
 		s.gangs[key] = g
 	}
 	g.members[p.uid] = p
