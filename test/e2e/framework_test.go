@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/test/builders"
 	"github.com/lockstep-sched/lockstep/test/cluster"
 	"github.com/lockstep-sched/lockstep/test/harness"
 )
@@ -110,39 +110,23 @@ type podSpec struct {
 }
 
 func (ps podSpec) pod() *corev1.Pod {
-	requests := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("100m"),
-		corev1.ResourceMemory: resource.MustParse("64Mi"),
-	}
+	b := builders.Pod("", ps.name).CPU("100m").Memory("64Mi").Node(ps.nodeName)
 	if ps.gpus > 0 {
-		requests[gang.GPUResource] = *resource.NewQuantity(int64(ps.gpus), resource.DecimalSI)
-	}
-	limits := corev1.ResourceList{}
-	if ps.gpus > 0 {
-		limits[gang.GPUResource] = requests[gang.GPUResource]
-	}
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: ps.name, Annotations: map[string]string{}},
-		Spec: corev1.PodSpec{
-			NodeName:     ps.nodeName,
-			NodeSelector: ps.nodeSelector,
-			Containers: []corev1.Container{{
-				Name: "main", Image: "registry.k8s.io/pause:3.10",
-				Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},
-			}},
-		},
+		b.GPU(int64(ps.gpus))
 	}
 	if ps.gang != "" {
-		p.Annotations[gang.AnnotationName] = ps.gang
-		p.Annotations[gang.AnnotationMinAvailable] = fmt.Sprint(ps.minAvailable)
-		if ps.waitingTime != "" {
-			p.Annotations[gang.AnnotationWaitingTime] = ps.waitingTime
-		}
+		b.Gang(ps.gang, ps.minAvailable)
+	}
+	if ps.waitingTime != "" {
+		b.WaitingTime(ps.waitingTime)
+	}
+	for k, v := range ps.nodeSelector {
+		b.NodeSelector(k, v)
 	}
 	for k, v := range ps.annotations {
-		p.Annotations[k] = v
+		b.Annotation(k, v)
 	}
-	return p
+	return b.Obj()
 }
 
 // unplaceable keeps a pod out of every node by the scheduler's own filters, so its gang holds a

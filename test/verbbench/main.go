@@ -30,7 +30,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -40,6 +39,7 @@ import (
 
 	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/test/builders"
 	"github.com/lockstep-sched/lockstep/test/cluster"
 	"github.com/lockstep-sched/lockstep/test/harness"
 )
@@ -249,17 +249,11 @@ func pendingPods(size, n int) []*corev1.Pod {
 }
 
 func pod(name string, gpus int64) *corev1.Pod {
-	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	b := builders.Pod(namespace, name).CPU("500m").Memory("1Gi").Label("app", "bench")
 	if gpus > 0 {
-		requests[gang.GPUResource] = *resource.NewQuantity(gpus, resource.DecimalSI)
+		b.GPU(gpus)
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"app": "bench"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "main", Image: "registry.k8s.io/pause:3.10",
-			Resources: corev1.ResourceRequirements{Requests: requests},
-		}}},
-	}
+	return b.Obj()
 }
 
 // waitUntilSeen polls lockstep's filter until every node passes: its informers have them all.
@@ -330,11 +324,7 @@ func inProcessHandler(size int) (http.Handler, []string, func()) {
 	m := gang.NewManager(gang.Config{}, nopBinder{}, nil, nil, nil)
 	names := nodeNames(size)
 	for i, name := range names {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"),
-			corev1.ResourcePods: resource.MustParse("110"), gang.GPUResource: resource.MustParse("8"),
-		}}}
-		m.UpsertNode(node)
+		m.UpsertNode(builders.Node(name).GPU(8).CPU("64").Memory("256Gi").Pods(110).Obj())
 		for j := range podsPerNode {
 			p := pod(fmt.Sprintf("resident-%05d-%02d", i, j), 0)
 			p.Spec.NodeName = name
