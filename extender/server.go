@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	// goccy/go-json decodes the scheduler's ExtenderArgs (a pod and up to thousands of node
 	// names per call) about four times faster than encoding/json, with the same results.
 	json "github.com/goccy/go-json"
@@ -27,10 +28,12 @@ import (
 	"github.com/lockstep-sched/lockstep/gang"
 )
 
-// Scheduler is what the HTTP layer delegates to; *gang.Manager implements it.
+// Scheduler is what the HTTP layer delegates to; *gang.Manager implements it. The node names it
+// is handed live only until the call returns its answer: it must not keep them.
 type Scheduler interface {
 	Filter(pod *corev1.Pod, nodes []string) gang.FilterResult
-	Prioritize(pod *corev1.Pod, nodes []string) []int64
+	// Prioritize scores nodes in dst's storage when it has room.
+	Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int64
 	Bind(ctx context.Context, namespace, name string, uid types.UID, node string) error
 	Status(namespace string) []gang.GangStatus
 }
@@ -44,6 +47,8 @@ type Options struct {
 	Ready func() bool
 	// Registry receives the verb latency histogram and serves /metrics; nil skips both.
 	Registry *prometheus.Registry
+	// Profiling serves Go's profiler under /debug/pprof/.
+	Profiling bool
 }
 
 // DefaultMaxRequestBytes is 64 MiB.
@@ -85,6 +90,9 @@ func NewHandler(sched Scheduler, opts Options) http.Handler {
 	r.Post("/prioritize", s.timed("prioritize", s.prioritize))
 	r.Post("/bind", s.timed("bind", s.bind))
 	r.Get("/debug/gangs", s.gangs)
+	if opts.Profiling {
+		r.Mount("/debug", middleware.Profiler())
+	}
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.opts.Ready() {
@@ -97,54 +105,44 @@ func NewHandler(sched Scheduler, opts Options) http.Handler {
 }
 
 func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
-	args, code := s.decodeExtenderArgs(w, r)
+	call, code := s.decodeExtenderArgs(w, r)
 	if code != 0 {
 		return code
 	}
-	result := s.sched.Filter(args.Pod, args.nodeNames())
+	defer call.release()
+	result := s.sched.Filter(call.args.Pod, call.names)
 
-	out := extenderv1.ExtenderFilterResult{FailedAndUnresolvableNodes: result.Failed}
-	if args.NodeNames != nil || args.Nodes == nil {
-		// nodeCacheCapable: the scheduler sent names and reads names back.
-		feasible := result.Feasible
-		if feasible == nil {
-			feasible = []string{} // an empty list, not null, when no node passes
-		}
-		out.NodeNames = &feasible
-	} else {
-		keep := make(map[string]bool, len(result.Feasible))
-		for _, n := range result.Feasible {
-			keep[n] = true
-		}
-		list := &corev1.NodeList{Items: []corev1.Node{}}
-		for i := range args.Nodes.Items {
-			if keep[args.Nodes.Items[i].Name] {
-				list.Items = append(list.Items, args.Nodes.Items[i])
-			}
-		}
-		out.Nodes = list
+	if call.namesSent() {
+		// nodeCacheCapable: the scheduler sent names and reads names back. Feasible holds only
+		// offered names, so what is known of those holds for it.
+		call.answer = appendFilterResult(call.answer, result.Feasible, call.plainNames, result.Failed)
+		return writeRaw(w, call.answer)
 	}
-	return writeJSON(w, http.StatusOK, &out)
+	keep := make(map[string]bool, len(result.Feasible))
+	for _, n := range result.Feasible {
+		keep[n] = true
+	}
+	list := &corev1.NodeList{Items: []corev1.Node{}}
+	for i := range call.args.Nodes.Items {
+		if keep[call.args.Nodes.Items[i].Name] {
+			list.Items = append(list.Items, call.args.Nodes.Items[i])
+		}
+	}
+	return writeJSON(w, http.StatusOK, &extenderv1.ExtenderFilterResult{Nodes: list, FailedAndUnresolvableNodes: result.Failed})
 }
 
 func (s *server) prioritize(w http.ResponseWriter, r *http.Request) int {
-	args, code := s.decodeExtenderArgs(w, r)
+	call, code := s.decodeExtenderArgs(w, r)
 	if code != 0 {
 		return code
 	}
-	names := args.nodeNames()
-	scores := s.sched.Prioritize(args.Pod, names)
-	if len(scores) != len(names) {
-		return writeError(w, http.StatusInternalServerError, fmt.Sprintf("lockstep scored %d of %d nodes", len(scores), len(names)))
+	defer call.release()
+	call.scores = s.sched.Prioritize(call.args.Pod, call.names, call.scores)
+	if len(call.scores) != len(call.names) {
+		return writeError(w, http.StatusInternalServerError, fmt.Sprintf("lockstep scored %d of %d nodes", len(call.scores), len(call.names)))
 	}
-	buf := bodyBuffers.Get().(*bytes.Buffer)
-	defer bodyBuffers.Put(buf)
-	buf.Reset()
-	appendHostPriorities(buf, names, scores)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(buf.Bytes())
-	return http.StatusOK
+	call.answer = appendHostPriorities(call.answer, call.names, call.scores, call.plainNames)
+	return writeRaw(w, call.answer)
 }
 
 func (s *server) bind(w http.ResponseWriter, r *http.Request) int {
@@ -169,39 +167,33 @@ func (s *server) gangs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.sched.Status(r.URL.Query().Get("namespace")))
 }
 
-// decodeExtenderArgs reads the arguments of filter and prioritize, which must name a pod.
-func (s *server) decodeExtenderArgs(w http.ResponseWriter, r *http.Request) (*extenderArgs, int) {
-	var args extenderArgs
-	if code := s.decode(w, r, &args, "ExtenderArgs"); code != 0 {
+// decodeExtenderArgs reads the arguments of filter and prioritize, which must name a pod. The
+// call it returns must be released once the answer is written.
+func (s *server) decodeExtenderArgs(w http.ResponseWriter, r *http.Request) (*extenderCall, int) {
+	call := newExtenderCall()
+	body, code := s.readBody(w, r, &call.body, "ExtenderArgs")
+	if code == 0 {
+		if err := call.decode(body); err != nil {
+			code = writeError(w, http.StatusBadRequest, "decoding ExtenderArgs: "+describeJSONError(err))
+		} else if call.args.Pod == nil {
+			code = writeError(w, http.StatusBadRequest, "ExtenderArgs.Pod is missing")
+		}
+	}
+	if code != 0 {
+		call.release()
 		return nil, code
 	}
-	if args.Pod == nil {
-		return nil, writeError(w, http.StatusBadRequest, "ExtenderArgs.Pod is missing")
-	}
-	return &args, 0
+	return call, 0
 }
 
 // decode reads one JSON document of the named wire type, answering 413 or 400 itself on failure
-// and returning the status it wrote (0 when decoding succeeded). The body is read whole first so
-// that an oversized one is told apart from a malformed one.
+// and returning the status it wrote (0 when decoding succeeded).
 func (s *server) decode(w http.ResponseWriter, r *http.Request, into any, what string) int {
 	buf := bodyBuffers.Get().(*bytes.Buffer)
 	defer bodyBuffers.Put(buf)
-	buf.Reset()
-	if r.ContentLength > 0 && r.ContentLength <= s.opts.MaxRequestBytes {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
-	body := buf.Bytes()
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over the %d-byte limit (--max-request-bytes)", tooLarge.Limit))
-		}
-		return writeError(w, http.StatusBadRequest, "reading "+what+": "+err.Error())
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return writeError(w, http.StatusBadRequest, "decoding "+what+": empty body")
+	body, code := s.readBody(w, r, buf, what)
+	if code != 0 {
+		return code
 	}
 	if err := json.Unmarshal(body, into); err != nil {
 		return writeError(w, http.StatusBadRequest, "decoding "+what+": "+describeJSONError(err))
@@ -209,9 +201,30 @@ func (s *server) decode(w http.ResponseWriter, r *http.Request, into any, what s
 	return 0
 }
 
-// bodyBuffers recycles request bodies: read into a fresh buffer, a 5,000-node call grows one by
-// doubling to twice its size and leaves it all as garbage. Reuse is safe because decoding copies
-// everything it keeps out of the body.
+// readBody reads a request body whole into buf, so that an oversized one is told apart from a
+// malformed one; on failure it answers 413 or 400 itself and returns the status it wrote.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer, what string) ([]byte, int) {
+	buf.Reset()
+	if r.ContentLength > 0 && r.ContentLength <= s.opts.MaxRequestBytes {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over the %d-byte limit (--max-request-bytes)", tooLarge.Limit))
+		}
+		return nil, writeError(w, http.StatusBadRequest, "reading "+what+": "+err.Error())
+	}
+	body := buf.Bytes()
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, writeError(w, http.StatusBadRequest, "decoding "+what+": empty body")
+	}
+	return body, 0
+}
+
+// bodyBuffers recycles the bodies of binds, which keep nothing of them once decoded (filter and
+// prioritize keep theirs in their extenderCall).
 var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func describeJSONError(err error) string {
@@ -244,6 +257,19 @@ func writeJSON(w http.ResponseWriter, code int, v any) int {
 		klog.V(2).InfoS("Writing response failed", "err", err)
 	}
 	return code
+}
+
+// writeRaw sends an answer already encoded as JSON.
+func writeRaw(w http.ResponseWriter, answer []byte) int {
+	w.Header().Set("Content-Type", "application/json")
+	// Known in advance, the length spares the answer chunked framing, and the scheduler's reader
+	// knows when it has it all.
+	w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(answer); err != nil {
+		klog.V(2).InfoS("Writing response failed", "err", err)
+	}
+	return http.StatusOK
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) int {

@@ -51,18 +51,27 @@ func (s *stubScheduler) Filter(pod *corev1.Pod, nodes []string) gang.FilterResul
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.filterPods = append(s.filterPods, pod)
-	s.filterNodes = append(s.filterNodes, nodes)
+	s.filterNodes = append(s.filterNodes, keep(nodes))
 	return s.filterResult
 }
 
+// keep copies names the stub records: the handler reuses their storage once the call is answered.
+func keep(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.Clone(n)
+	}
+	return out
+}
+
 // Prioritize scores node i with i+1.
-func (s *stubScheduler) Prioritize(_ *corev1.Pod, nodes []string) []int64 {
+func (s *stubScheduler) Prioritize(_ *corev1.Pod, nodes []string, dst []int64) []int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.prioNodes = append(s.prioNodes, nodes)
-	out := make([]int64, len(nodes))
-	for i := range out {
-		out[i] = int64(i + 1)
+	s.prioNodes = append(s.prioNodes, keep(nodes))
+	out := dst[:0]
+	for i := range nodes {
+		out = append(out, int64(i+1))
 	}
 	return out
 }
@@ -475,4 +484,19 @@ func roundTrip(srv *httptest.Server, pod *corev1.Pod, names []string) error {
 	}
 	var br extenderv1.ExtenderBindingResult
 	return call("/bind", extenderv1.ExtenderBindingArgs{PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: feasible[0]}, &br)
+}
+
+// The profiler is served only when asked for, and never in the way of /debug/gangs.
+func TestProfiling(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		srv := serve(t, &stubScheduler{}, extender.Options{Profiling: on})
+		code, _ := get(t, srv, "/debug/pprof/")
+		if on {
+			require.Equal(t, http.StatusOK, code)
+		} else {
+			require.Equal(t, http.StatusNotFound, code)
+		}
+		code, body := get(t, srv, "/debug/gangs")
+		require.Equal(t, http.StatusOK, code, string(body))
+	}
 }

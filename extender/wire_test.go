@@ -2,73 +2,146 @@ package extender
 
 import (
 	"bytes"
+	stdjson "encoding/json"
+	"fmt"
 	"testing"
 
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/lockstep-sched/lockstep/test/builders"
 )
 
-func TestNodeNameListDecoding(t *testing.T) {
+func TestNodeNamesDecoding(t *testing.T) {
 	cases := []struct {
-		name    string
-		in      string
-		want    []string
-		wantNil bool
+		name      string
+		body      string
+		want      []string
+		wantPlain bool
+		wantNames bool // answered as nodeCacheCapable
 	}{
-		{name: "names", in: `["node-0","node-1", "node-2"]`, want: []string{"node-0", "node-1", "node-2"}},
-		{name: "spaces and newlines", in: " [\n \"a\" ,\t\"b\"\r\n] ", want: []string{"a", "b"}},
-		{name: "empty array", in: `[]`, want: []string{}},
-		{name: "null", in: `null`, wantNil: true},
-		{name: "escapes fall back to the ordinary decoder", in: `["a\"b","c\u0041"]`, want: []string{`a"b`, "cA"}},
-		{name: "unicode", in: `["nœud-1"]`, want: []string{"nœud-1"}},
-		{name: "invalid UTF-8 is rewritten as the ordinary decoder does", in: "[\"\xdc\"]", want: []string{"\uFFFD"}},
+		{name: "names", body: `{"NodeNames":["node-0","node-1", "node-2"]}`, want: []string{"node-0", "node-1", "node-2"}, wantPlain: true, wantNames: true},
+		{name: "as the scheduler sends them", body: `{"Pod":{"metadata":{"name":"p"}},"Nodes":null,"NodeNames":["n-0","n-1"]}`, want: []string{"n-0", "n-1"}, wantPlain: true, wantNames: true},
+		{name: "spaces and newlines", body: "{\"NodeNames\": [\n \"a\" ,\t\"b\"\r\n] }", want: []string{"a", "b"}, wantPlain: true, wantNames: true},
+		{name: "empty array", body: `{"NodeNames":[]}`, want: []string{}, wantPlain: true, wantNames: true},
+		{name: "null", body: `{"NodeNames":null}`, want: []string{}, wantPlain: true, wantNames: true},
+		{name: "absent", body: `{}`, want: []string{}, wantPlain: true, wantNames: true},
+		{name: "full nodes", body: `{"Nodes":{"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b<"}}]}}`, want: []string{"a", "b<"}},
+		{name: "null names beside full nodes", body: `{"NodeNames":null,"Nodes":{"items":[{"metadata":{"name":"a"}}]}}`, want: []string{"a"}, wantPlain: true},
+		{name: "escapes fall back to the ordinary decoder", body: `{"NodeNames":["a\"b","c\u0041"]}`, want: []string{`a"b`, "cA"}, wantNames: true},
+		{name: "unicode", body: `{"NodeNames":["nœud-1"]}`, want: []string{"nœud-1"}, wantNames: true},
+		{name: "characters the encoder escapes", body: `{"NodeNames":["a&b"]}`, want: []string{"a&b"}, wantNames: true},
+		{name: "invalid UTF-8 is rewritten as the ordinary decoder does", body: "{\"NodeNames\":[\"\xdc\"]}", want: []string{"\uFFFD"}, wantNames: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var args extenderArgs
-			require.NoError(t, json.Unmarshal([]byte(`{"NodeNames":`+tc.in+`}`), &args))
-			if tc.wantNil {
-				require.Nil(t, args.NodeNames)
-				return
-			}
-			require.NotNil(t, args.NodeNames)
-			require.Equal(t, tc.want, []string(*args.NodeNames))
+			call := newExtenderCall()
+			defer call.release()
+			require.NoError(t, call.decode([]byte(tc.body)))
+			require.Equal(t, tc.want, append([]string{}, call.names...))
+			require.Equal(t, tc.wantPlain, call.plainNames, "plain")
+			require.Equal(t, tc.wantNames, call.namesSent(), "nodeCacheCapable")
 		})
 	}
 }
 
+// A call's storage is reused by the next one: a short list after a long one must not keep the
+// long one's tail, and the names of a released call read as NULs, not as a later call's nodes.
+func TestExtenderCallReuse(t *testing.T) {
+	decode := func(body string) *extenderCall {
+		call := newExtenderCall()
+		_, err := call.body.WriteString(body)
+		require.NoError(t, err)
+		require.NoError(t, call.decode(call.body.Bytes()))
+		return call
+	}
+	for _, form := range []string{
+		`{"Pod":{},"NodeNames":[%s]}`, // the fast path: names are read in place
+		`{"NodeNames":[%s]}`,          // the library's: names are read from its copy
+	} {
+		long := decode(fmt.Sprintf(form, `"node-0","node-1","node-2"`))
+		kept := long.names[1]
+		long.release()
+		require.Equal(t, "\x00\x00\x00\x00\x00\x00", kept, form)
+		short := decode(fmt.Sprintf(form, `"x"`))
+		require.Equal(t, []string{"x"}, short.names, form)
+		short.release()
+	}
+}
+
+// The fast path must decode exactly what the library decodes, whenever it takes a body at all.
+func FuzzExtenderArgs(f *testing.F) {
+	pod, err := stdjson.Marshal(builders.Pod("default", "w-0").Gang("g", 2).GPU(2).CPU("1").Label("a", "{\"}").Obj())
+	require.NoError(f, err)
+	for _, seed := range []string{
+		`{"Pod":%s,"Nodes":null,"NodeNames":["n-0","n-1"]}`,
+		`{"NodeNames":["n-0"],"Pod":%s}`,
+		` { "Pod" : %s , "NodeNames" : [ "a" ] } `,
+		`{"Pod":%s,"NodeNames":["a"],"NodeNames":["b"]}`,
+		`{"pod":%s,"nodenames":["a"]}`,
+		`{"Pod":%s,"NodeNames":["a\u0041"]}`,
+		`{"Pod":%s,"NodeNames":null}`,
+		`{"Pod":%s,"Nodes":{"items":[]},"NodeNames":["a"]}`,
+		`{"Pod":%s,"NodeNames":["a"]}x`,
+	} {
+		f.Add(fmt.Sprintf(seed, pod))
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		fast := new(extenderCall)
+		if !fast.decodeFast([]byte(body)) {
+			return
+		}
+		library := &extenderCall{}
+		library.args.NodeNames = &library.rawNames
+		require.NoError(t, json.Unmarshal([]byte(body), &library.args), "the fast path took %q", body)
+		require.NoError(t, library.decodeNames(), "the fast path took %q", body)
+		require.Equal(t, library.args.Pod, fast.args.Pod)
+		require.Equal(t, append([]string{}, library.names...), append([]string{}, fast.names...))
+		require.Equal(t, library.plainNames, fast.plainNames)
+		require.Equal(t, library.namesSent(), fast.namesSent())
+	})
+}
+
 // The decoder checks a document's syntax before the fast path sees it; the fast path still
 // refuses malformed arrays on its own, with a message saying where.
-func TestNodeNameListRefusesMalformedArrays(t *testing.T) {
+func TestSplitNodeNamesRefusesMalformedArrays(t *testing.T) {
 	cases := map[string]string{
 		`"node-0"`:   "want a JSON array of strings",
 		`["a", 5]`:   "want a string at byte 6",
 		`["a`:        "unterminated string",
 		`["a" "b"]`:  "want ',' or ']'",
 		`["a",]`:     "want a string",
-		"[\"a\tb\"]": "control character",
+		"[\"a\tb\"]": "control character in string at byte 3",
 		`["a"] x`:    "unexpected data after the array",
 	}
 	for in, want := range cases {
-		var l nodeNameList
-		require.ErrorContains(t, l.UnmarshalJSON([]byte(in)), want, "input %q", in)
+		_, _, err := splitNodeNames([]byte(in), nil)
+		require.ErrorContains(t, err, want, "input %q", in)
 	}
 }
 
-// The fast path must agree with the ordinary decoder on everything it accepts.
+// The fast path must agree with the ordinary decoder on everything it accepts, and call a list
+// plain only when every name encodes as itself.
 func FuzzNodeNameList(f *testing.F) {
-	for _, seed := range []string{`["a","b"]`, `[]`, `[ "x" ]`, `["a\"b"]`, `["a",]`, `[1]`} {
+	for _, seed := range []string{`["a","b"]`, `[]`, `[ "x" ]`, `["a\"b"]`, `["a",]`, `[1]`, `["<"]`, "[\"\u2028\"]"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		var fast nodeNameList
-		fastErr := fast.UnmarshalJSON([]byte(in))
-		var plain []string
-		plainErr := json.Unmarshal([]byte(in), &plain)
-		if fastErr == nil {
-			require.NoError(t, plainErr, "fast path accepted %q, the ordinary decoder did not", in)
-			require.Equal(t, plain, []string(fast), "input %q", in)
+		fast, plain, fastErr := splitNodeNames([]byte(in), nil)
+		var ordinary []string
+		ordinaryErr := stdjson.Unmarshal([]byte(in), &ordinary)
+		if fastErr != nil {
+			return
+		}
+		require.NoError(t, ordinaryErr, "fast path accepted %q, the ordinary decoder did not", in)
+		require.Equal(t, append([]string{}, ordinary...), append([]string{}, fast...), "input %q", in)
+		if plain {
+			for _, name := range fast {
+				encoded, err := stdjson.Marshal(name)
+				require.NoError(t, err)
+				require.Equal(t, `"`+name+`"`, string(encoded), "called plain")
+			}
 		}
 	})
 }
@@ -79,11 +152,49 @@ func FuzzHostPriorities(f *testing.F) {
 	f.Add("a<b>&\"c\\", int64(-3), "n\u00f6d\xff", int64(1<<40))
 	f.Fuzz(func(t *testing.T, a string, sa int64, b string, sb int64) {
 		names, scores := []string{a, b}, []int64{sa, sb}
-		var got bytes.Buffer
-		appendHostPriorities(&got, names, scores)
-		list := extenderv1.HostPriorityList{{Host: a, Score: sa}, {Host: b, Score: sb}}
 		var want bytes.Buffer
-		require.NoError(t, json.NewEncoder(&want).Encode(list))
-		require.Equal(t, want.String(), got.String())
+		list := extenderv1.HostPriorityList{{Host: a, Score: sa}, {Host: b, Score: sb}}
+		require.NoError(t, stdjson.NewEncoder(&want).Encode(list))
+		require.Equal(t, want.String(), string(appendHostPriorities(nil, names, scores, false)))
+		if allPlain(names) {
+			require.Equal(t, want.String(), string(appendHostPriorities(nil, names, scores, true)))
+		}
 	})
+}
+
+// The hand-written filter answer must be exactly what the encoder writes for the same result.
+func FuzzFilterResult(f *testing.F) {
+	f.Add("node-0", "node-1", "", false)
+	f.Add("a<b", "n\u00f6d\xff", "insufficient \"gpu\" & <more>", true)
+	f.Fuzz(func(t *testing.T, pass, fail, reason string, failing bool) {
+		feasible := []string{pass}
+		var failed map[string]string
+		if failing {
+			failed = map[string]string{fail: reason, fail + "-2": reason + "!"}
+		}
+		var want bytes.Buffer
+		require.NoError(t, stdjson.NewEncoder(&want).Encode(extenderv1.ExtenderFilterResult{
+			NodeNames: &feasible, FailedAndUnresolvableNodes: failed}))
+		require.Equal(t, want.String(), string(appendFilterResult(nil, feasible, false, failed)))
+		if allPlain(feasible) {
+			require.Equal(t, want.String(), string(appendFilterResult(nil, feasible, true, failed)))
+		}
+	})
+}
+
+func BenchmarkSplitNodeNames5000(b *testing.B) {
+	names := make([]string, 5000)
+	for i := range names {
+		names[i] = fmt.Sprintf("node-%05d", i)
+	}
+	raw, err := stdjson.Marshal(names)
+	require.NoError(b, err)
+	var dst []string
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		dst, _, err = splitNodeNames(raw, dst[:0])
+		if err != nil || len(dst) != len(names) {
+			b.Fatal(err)
+		}
+	}
 }

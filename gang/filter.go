@@ -14,6 +14,8 @@ import (
 // preemption on that node would not cure (lockstep does not preempt for gangs), so the HTTP layer
 // reports them as unresolvable.
 type FilterResult struct {
+	// Feasible are the passing nodes, in the order offered. When every offered node passes it is
+	// the offered slice itself: the usual answer on a cluster with room costs no copy.
 	Feasible []string
 	Failed   map[string]string
 }
@@ -69,37 +71,48 @@ func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
 // reservations. ownGang's reservation, if any, is the pod's own to use.
 func (m *Manager) filterByFreeCapacity(req Resources, ownGang string, nodes []string) FilterResult {
 	reserved, _ := m.reservedByNode(ownGang)
-	out := FilterResult{Feasible: make([]string, 0, len(nodes))}
-	for _, name := range nodes {
-		n, ok := m.state.nodes[name]
-		if !ok || !n.known {
-			m.addFailure(&out, name, "lockstep has not seen this node yet")
-			continue
-		}
-		free := n.free()
-		if fits, short := req.FitsIn(free); !fits {
-			m.addFailure(&out, name, fmt.Sprintf("insufficient %s: needs %s, %s free", short,
-				quantityNumber(short, req.Get(short)), quantityNumber(short, max(free.Get(short), 0))))
-			continue
-		}
-		if held, ok := reserved[name]; ok {
-			if fits, short := req.FitsIn(free.Sub(held)); !fits {
-				m.addFailure(&out, name, fmt.Sprintf("%s reserved for gang %s: needs %s, %s free outside reservations",
-					FormatQuantity(short, held.Get(short)), m.holdersOn(name, ownGang), quantityNumber(short, req.Get(short)),
-					quantityNumber(short, max(free.Sub(held).Get(short), 0))))
-				continue
+	var out FilterResult
+	for i, name := range nodes {
+		reason := m.whyNotFree(req, ownGang, name, reserved)
+		if reason == "" {
+			if out.Failed != nil {
+				out.Feasible = append(out.Feasible, name)
 			}
+			continue
 		}
-		out.Feasible = append(out.Feasible, name)
+		if out.Failed == nil {
+			// The first failure: from here on the passing nodes need a list of their own.
+			out.Failed = map[string]string{}
+			out.Feasible = append(make([]string, 0, len(nodes)-1), nodes[:i]...)
+		}
+		out.Failed[name] = reason
+	}
+	if out.Failed == nil {
+		out.Feasible = nodes
 	}
 	return out
 }
 
-func (m *Manager) addFailure(r *FilterResult, node, reason string) {
-	if r.Failed == nil {
-		r.Failed = map[string]string{}
+// whyNotFree says why req does not fit on a node beside bound pods and the reservations of gangs
+// other than ownGang; "" when it fits.
+func (m *Manager) whyNotFree(req Resources, ownGang, name string, reserved map[string]Resources) string {
+	n, ok := m.state.nodes[name]
+	if !ok || !n.known {
+		return "lockstep has not seen this node yet"
 	}
-	r.Failed[node] = reason
+	free := n.free()
+	if fits, short := req.FitsIn(free); !fits {
+		return fmt.Sprintf("insufficient %s: needs %s, %s free", short,
+			quantityNumber(short, req.Get(short)), quantityNumber(short, max(free.Get(short), 0)))
+	}
+	if held, ok := reserved[name]; ok {
+		if fits, short := req.FitsIn(free.Sub(held)); !fits {
+			return fmt.Sprintf("%s reserved for gang %s: needs %s, %s free outside reservations",
+				FormatQuantity(short, held.Get(short)), m.holdersOn(name, ownGang), quantityNumber(short, req.Get(short)),
+				quantityNumber(short, max(free.Sub(held).Get(short), 0)))
+		}
+	}
+	return ""
 }
 
 // holdersOn names, sorted, the gangs other than ownGang holding capacity on a node: the same
@@ -270,7 +283,7 @@ func (m *Manager) planView(g *gangInfo, reserved map[string]Resources, only map[
 			in.gangNodes[q.node] = true
 		}
 	}
-	memo := scoreMemo{} // one plan scores every node per member; most share a state
+	memo := &scoreMemo{} // one plan scores every node per member; most share a state
 	in.nodeScore = func(node string, req Resources) int {
 		return memo.gpuScore(m.state.nodes[node], req.GPU, reserved[node].GPU)
 	}

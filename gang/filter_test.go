@@ -380,7 +380,7 @@ func TestFilterOrdinaryPod(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.m.Filter(tc.pod, []string{"big", "small", "unknown"})
+			r := e.filterNodes(tc.pod, []string{"big", "small", "unknown"})
 			require.Equal(t, tc.feasible, r.Feasible)
 			require.Equal(t, tc.failed, r.Failed)
 		})
@@ -450,7 +450,7 @@ func TestAdmissionSkips(t *testing.T) {
 		e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
 		pods := members("default", "mpi", "w", 2, 2, 2)
 		e.add(pods...)
-		r := e.m.Filter(pods[0], []string{"n-3"})
+		r := e.filterNodes(pods[0], []string{"n-3"})
 		require.Equal(t, []string{"n-3"}, r.Feasible)
 		// w-1 is offered only a node that is not its planned one: its slot moves there.
 		planned := e.status("default", "mpi").Members[1].Node
@@ -459,11 +459,11 @@ func TestAdmissionSkips(t *testing.T) {
 		if planned == other {
 			other = "n-1"
 		}
-		r = e.m.Filter(pods[1], []string{other})
+		r = e.filterNodes(pods[1], []string{other})
 		require.Equal(t, []string{other}, r.Feasible)
 		require.Equal(t, other, e.status("default", "mpi").Members[1].Node)
 		// Offered only the node w-0 holds, w-1 has nowhere to go.
-		r = e.m.Filter(pods[1], []string{"n-3"})
+		r = e.filterNodes(pods[1], []string{"n-3"})
 		require.Empty(t, r.Feasible)
 		require.Contains(t, r.Failed["n-3"], "no offered node has room")
 	})

@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"strconv"
@@ -56,8 +57,12 @@ func ParseGPUIDs(value string, want int64) ([]int, error) {
 // (it chose them, or read them back from AnnotationGPUIDs), and as a bare count for pods bound by
 // someone else.
 type gpuLedger struct {
-	owner   map[int]types.UID
-	unknown int64
+	owner map[int]types.UID
+	// takenLow has bit i set while owner holds GPU i, for i below 64: on a node whose GPUs are
+	// numbered 0..n-1, as nearly all are, the free set is then one mask operation, and prioritize
+	// asks for it on every node on every call.
+	takenLow uint64
+	unknown  int64
 }
 
 func (l *gpuLedger) take(uid types.UID, ids []int, count int64) {
@@ -70,6 +75,9 @@ func (l *gpuLedger) take(uid types.UID, ids []int, count int64) {
 	}
 	for _, id := range ids {
 		l.owner[id] = uid
+		if id < 64 {
+			l.takenLow |= 1 << id
+		}
 	}
 }
 
@@ -81,6 +89,9 @@ func (l *gpuLedger) release(uid types.UID, ids []int, count int64) {
 	for _, id := range ids {
 		if l.owner[id] == uid {
 			delete(l.owner, id)
+			if id < 64 {
+				l.takenLow &^= 1 << id
+			}
 		}
 	}
 }
@@ -114,10 +125,21 @@ func (l *gpuLedger) free(indices []int, extra int64) []int {
 // freeMask is free as a bit set over positions in indices, without allocating; ok is false for
 // nodes of more than 64 GPUs.
 func (l *gpuLedger) freeMask(indices []int, extra int64) (mask uint64, ok bool) {
-	if len(indices) > 64 {
+	n := len(indices)
+	if n > 64 {
 		return 0, false
 	}
-	l.eachFree(indices, extra, func(p int) { mask |= 1 << p })
+	if n == 0 || indices[n-1] != n-1 {
+		// Positions are not indices (indices ascend without repeats, so they are 0..n-1 exactly
+		// when the last is n-1): ask the ledger GPU by GPU.
+		l.eachFree(indices, extra, func(p int) { mask |= 1 << p })
+		return mask, true
+	}
+	mask = (^uint64(0) >> (64 - n)) &^ l.takenLow
+	// As eachFree: GPUs taken without known indices are the highest-numbered free ones.
+	for drop := max(l.unknown+extra, 0); drop > 0 && mask != 0; drop-- {
+		mask &^= 1 << (bits.Len64(mask) - 1)
+	}
 	return mask, true
 }
 
@@ -153,10 +175,16 @@ func (n *nodeInfo) gpuScore(k, reserved int64) int {
 	return n.topo.Score(n.gpus.free(n.gpuIndices, reserved), int(k))
 }
 
-// scoreMemo remembers GPU scores within one prioritize call. Nodes of one hardware model in the
-// same state of use get the same score, and a large cluster is mostly such nodes, so the
-// topology search runs once per distinct state rather than once per node.
-type scoreMemo map[scoreKey]int
+// scoreMemo remembers GPU scores within one call. Nodes of one hardware model in the same state
+// of use get the same score, and a large cluster is mostly such nodes, so the topology search runs
+// once per distinct state rather than once per node. The first states are kept in an array
+// searched in order, which is quicker than hashing for the handful a call usually meets; the rest
+// go to a map.
+type scoreMemo struct {
+	first [16]scoreEntry
+	used  int
+	more  map[scoreKey]int
+}
 
 type scoreKey struct {
 	topo *gpu.Topology
@@ -164,7 +192,12 @@ type scoreKey struct {
 	k    int64
 }
 
-func (memo scoreMemo) gpuScore(n *nodeInfo, k, reserved int64) int {
+type scoreEntry struct {
+	key   scoreKey
+	score int
+}
+
+func (memo *scoreMemo) gpuScore(n *nodeInfo, k, reserved int64) int {
 	if n.topo == nil || k <= 0 {
 		return 0
 	}
@@ -173,10 +206,23 @@ func (memo scoreMemo) gpuScore(n *nodeInfo, k, reserved int64) int {
 		return n.gpuScore(k, reserved)
 	}
 	key := scoreKey{n.topo, mask, k}
-	if score, hit := memo[key]; hit {
+	for i := range memo.used {
+		if memo.first[i].key == key {
+			return memo.first[i].score
+		}
+	}
+	if score, hit := memo.more[key]; hit {
 		return score
 	}
 	score := n.gpuScore(k, reserved)
-	memo[key] = score
+	if memo.used < len(memo.first) {
+		memo.first[memo.used] = scoreEntry{key, score}
+		memo.used++
+		return score
+	}
+	if memo.more == nil {
+		memo.more = map[scoreKey]int{}
+	}
+	memo.more[key] = score
 	return score
 }

@@ -2,11 +2,13 @@ package gang
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/test/builders"
@@ -153,4 +155,47 @@ func intersect(a, b []int) []int {
 		}
 	}
 	return out
+}
+
+// The mask shortcut for GPUs numbered 0..n-1 must give what asking the ledger GPU by GPU gives,
+// through takes and releases by index and by count, and reservations on top.
+func TestFreeMaskAgreesWithEachFree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 2, 8, 16, 63, 64} {
+		indices := make([]int, n)
+		for i := range indices {
+			indices[i] = i
+		}
+		var l gpuLedger
+		type holding struct {
+			uid   types.UID
+			ids   []int
+			count int64
+		}
+		var held []holding
+		for step := range 400 {
+			if len(held) > 0 && rng.IntN(3) == 0 {
+				i := rng.IntN(len(held))
+				l.release(held[i].uid, held[i].ids, held[i].count)
+				held = append(held[:i], held[i+1:]...)
+			} else {
+				h := holding{uid: types.UID(fmt.Sprint("pod-", step)), count: int64(1 + rng.IntN(2))}
+				if rng.IntN(2) == 0 {
+					free := l.free(indices, 0)
+					if len(free) < int(h.count) {
+						continue
+					}
+					h.ids = free[:h.count]
+				}
+				l.take(h.uid, h.ids, h.count)
+				held = append(held, h)
+			}
+			extra := int64(rng.IntN(3))
+			got, ok := l.freeMask(indices, extra)
+			require.True(t, ok)
+			var want uint64
+			l.eachFree(indices, extra, func(p int) { want |= 1 << p })
+			require.Equal(t, want, got, "%d GPUs, step %d, extra %d", n, step, extra)
+		}
+	}
 }

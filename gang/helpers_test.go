@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -160,7 +161,40 @@ func (e *env) add(pods ...*corev1.Pod) {
 
 // filter asks about every node of the cluster.
 func (e *env) filter(p *corev1.Pod) FilterResult {
-	return e.m.Filter(p, e.nodes)
+	return e.filterNodes(p, e.nodes)
+}
+
+// filterNodes calls Filter the way the HTTP layer does: the names it passes live in one buffer
+// that is overwritten with NULs once the answer is taken, as the handler reuses its storage. A
+// name the manager kept past the call would then show up as NULs in later results, statuses and
+// binds, so every test that filters also checks that Filter keeps nothing it was handed, and
+// that it passes only nodes it was offered.
+func (e *env) filterNodes(p *corev1.Pod, nodes []string) FilterResult {
+	buf := []byte(strings.Join(nodes, ""))
+	lent := make([]string, len(nodes))
+	at := 0
+	for i, n := range nodes {
+		lent[i] = unsafe.String(unsafe.SliceData(buf[at:]), len(n))
+		at += len(n)
+	}
+	r := e.m.Filter(p, lent)
+	offered := nodeSet(nodes)
+	out := FilterResult{Feasible: make([]string, len(r.Feasible))}
+	for i, n := range r.Feasible {
+		// The HTTP layer writes feasible names as it knows the offered ones to encode.
+		if !offered[n] {
+			e.t.Errorf("pod %s/%s: feasible node %q was not offered", p.Namespace, p.Name, n)
+		}
+		out.Feasible[i] = strings.Clone(n)
+	}
+	if r.Failed != nil {
+		out.Failed = make(map[string]string, len(r.Failed))
+		for n, reason := range r.Failed {
+			out.Failed[strings.Clone(n)] = reason
+		}
+	}
+	clear(buf)
+	return out
 }
 
 // filterOne filters and requires exactly one feasible node, the way a gang member before quorum

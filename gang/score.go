@@ -1,21 +1,26 @@
 package gang
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
 // MaxScore is the top of the extender priority scale (extenderv1.MaxExtenderPriority).
 const MaxScore = 10
 
-// Prioritize scores the offered nodes for a pod, 0..MaxScore, in the order given.
+// Prioritize scores the offered nodes for a pod, 0..MaxScore, in the order given, in dst's
+// storage when it has room: the scheduler sends every node on every call, and a fresh slice each
+// time was garbage the collector then had to chase.
 //
 // A gang member before quorum scores its reserved (or planned) node highest; filter offers only
 // that one anyway. A member after quorum prefers nodes already holding its gang mates. Any other GPU pod
 // scores by the best set of GPUs the node can give it (package gpu): the strongest weakest link
 // first, then best fit, so that NVLink islands and whole nodes stay free for gangs. Pods without
 // GPUs score 0 everywhere and leave placement to the scheduler's own plugins.
-func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string) []int64 {
-	scores := make([]int64, len(nodes))
+func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int64 {
+	scores := slices.Grow(dst[:0], len(nodes))[:len(nodes)]
+	clear(scores)
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 
@@ -49,7 +54,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string) []int64 {
 		}
 	}
 	reserved, _ := m.reservedByNode(gangKeyOf(p))
-	memo := scoreMemo{}
+	var memo scoreMemo
 	for i, name := range nodes {
 		n, ok := m.state.nodes[name]
 		if !ok || n.allocatable.GPU == 0 {

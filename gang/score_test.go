@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,7 +40,7 @@ func TestPrioritize(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			scores := e.m.Prioritize(tc.pod, nodes)
+			scores := e.m.Prioritize(tc.pod, nodes, nil)
 			require.Len(t, scores, len(nodes))
 			tc.check(t, scores)
 		})
@@ -50,7 +51,7 @@ func TestPrioritize(t *testing.T) {
 		e.add(pods...)
 		reserved := e.filterOne(pods[0])
 		all := []string{"full", "empty", "cpu", "spare"}
-		scores := e.m.Prioritize(pods[0], all)
+		scores := e.m.Prioritize(pods[0], all, nil)
 		for i, n := range all {
 			if n == reserved {
 				require.Equal(t, int64(MaxScore), scores[i], n)
@@ -61,7 +62,7 @@ func TestPrioritize(t *testing.T) {
 		// A member not filtered yet scores the node its gang's plan holds for it.
 		planned := e.m.Status("default")[0].Members[1].Node
 		require.NotEmpty(t, planned)
-		scores = e.m.Prioritize(pods[1], all)
+		scores = e.m.Prioritize(pods[1], all, nil)
 		for i, n := range all {
 			if n == planned {
 				require.Equal(t, int64(MaxScore), scores[i], n)
@@ -70,4 +71,54 @@ func TestPrioritize(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Nodes in many distinct states of use (more than the memo's array holds) must each score what
+// the topology search gives for that node alone, and a reused score slice must come back without
+// the previous call's values.
+func TestPrioritizeMemoAndReusedScores(t *testing.T) {
+	var nodes []*corev1.Node
+	var names []string
+	for i := range 48 {
+		name := fmt.Sprintf("dgx-%02d", i)
+		nodes = append(nodes, dgx1(name))
+		names = append(names, name)
+	}
+	nodes = append(nodes, builders.Node("cpu").CPU("64").Memory("256Gi").Pods(110).Obj())
+	names = append(names, "cpu")
+	e := newEnv(t, testConfig(), nodes...)
+	for i := range 48 {
+		// Node i has GPUs taken by the bit pattern i%24 (indices known) plus i%3 taken without
+		// indices: 24 states, so that the last nodes repeat states the memo keeps past its array.
+		var ids []int
+		for b := range 5 {
+			if (i%24)&(1<<b) != 0 {
+				ids = append(ids, b)
+			}
+		}
+		if len(ids) > 0 {
+			e.add(builders.Pod("default", fmt.Sprintf("known-%d", i)).GPU(int64(len(ids))).Node(names[i]).
+				Annotation(AnnotationGPUIDs, FormatGPUIDs(ids)).Obj())
+		}
+		if i%3 > 0 {
+			e.add(builders.Pod("default", fmt.Sprintf("counted-%d", i)).GPU(int64(i % 3)).Node(names[i]).Obj())
+		}
+	}
+	stale := make([]int64, len(names)+5)
+	for i := range stale {
+		stale[i] = 99
+	}
+	for _, k := range []int64{1, 2, 4} {
+		pod := builders.Pod("default", fmt.Sprintf("want-%d", k)).GPU(k).Obj()
+		scores := e.m.Prioritize(pod, names, stale)
+		require.Len(t, scores, len(names))
+		e.m.mu.RLock()
+		for i, name := range names {
+			n := e.m.state.nodes[name]
+			require.Equal(t, int64(n.gpuScore(k, 0)), scores[i], "%d GPUs on %s", k, name)
+		}
+		e.m.mu.RUnlock()
+	}
+	scores := e.m.Prioritize(builders.Pod("default", "cpu-only").CPU("1").Obj(), names, stale)
+	require.Equal(t, make([]int64, len(names)), scores)
 }

@@ -2,6 +2,7 @@ package gang
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -168,8 +169,12 @@ func newState() *state {
 func (s *state) node(name string) *nodeInfo {
 	n, ok := s.nodes[name]
 	if !ok {
-		n = &nodeInfo{name: name}
-		s.nodes[name] = n
+		// The map key gets a copy of its own, made as the node is first seen: the keys of a
+		// cluster's nodes then sit together in memory instead of inside each informer object,
+		// and filter and prioritize, which compare thousands of them per call, miss the cache
+		// far less.
+		n = &nodeInfo{name: strings.Clone(name)}
+		s.nodes[n.name] = n
 	}
 	return n
 }

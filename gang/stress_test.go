@@ -276,7 +276,7 @@ func stressRound(t *testing.T, seed uint64, waitingTime string) {
 			if sim.isBound(key) {
 				return // the scheduler sees the pod bound and drops it from its queue
 			}
-			res := e.m.Filter(p, sim.offer(key))
+			res := e.filterNodes(p, sim.offer(key))
 			if len(res.Feasible) == 0 {
 				sim.forget(key)
 				continue
@@ -315,8 +315,8 @@ func stressRound(t *testing.T, seed uint64, waitingTime string) {
 			default:
 			}
 			_ = e.m.Status("")
-			_ = e.m.Prioritize(ordinary[1], e.nodes)
-			_ = e.m.Prioritize(gangs[0].pods[0], e.nodes)
+			_ = e.m.Prioritize(ordinary[1], e.nodes, nil)
+			_ = e.m.Prioritize(gangs[0].pods[0], e.nodes, nil)
 		}
 	}()
 

@@ -51,6 +51,7 @@ func newApp(client kubernetes.Interface, opts options, reg *prometheus.Registry)
 		MaxRequestBytes: opts.maxRequestBytes,
 		Ready:           a.ready.Load,
 		Registry:        reg,
+		Profiling:       opts.profiling,
 	})
 	synced, err := a.manager.Watch(a.factory)
 	if err != nil {

@@ -37,6 +37,7 @@ type options struct {
 	burst              int
 	gcPercent          int
 	memoryLimit        int64
+	profiling          bool
 }
 
 func defaultOptions() options {
@@ -72,8 +73,9 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", o.maxRequestBytes, "largest request body accepted; larger ones get 413")
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "queries per second to the apiserver")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "burst of queries to the apiserver")
-	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage collection target (GOGC); lockstep's live heap is small and every call makes garbage in proportion to the cluster, so collecting less often keeps the slowest calls fast. The GOGC environment variable wins when set")
+	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage collection target (GOGC); a collection slows the calls it overlaps, and collecting less often than Go's default of 100 keeps them rare. The GOGC environment variable wins when set")
 	fs.Int64Var(&o.memoryLimit, "memory-limit", o.memoryLimit, "soft memory limit in bytes (GOMEMLIMIT): near it the collector runs more often, which bounds memory despite --gc-percent; 0 for none. The GOMEMLIMIT environment variable wins when set")
+	fs.BoolVar(&o.profiling, "profiling", o.profiling, "serve Go's profiler under /debug/pprof/ on the --listen address")
 }
 
 // tuneGC applies --gc-percent and --memory-limit unless the standard environment variables

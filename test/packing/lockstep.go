@@ -134,7 +134,7 @@ func (l *lockstepPolicy) placeGang(c *cluster, g *gangSpec) (ok bool, reason str
 		if len(fr.Feasible) == 0 {
 			return false, fmt.Sprintf("member %d of %d (%s): filter passes no node: %s", i+1, len(objs), o.Name, someReason(fr.Failed)), nil
 		}
-		scores := l.m.Prioritize(o.DeepCopy(), fr.Feasible)
+		scores := l.m.Prioritize(o.DeepCopy(), fr.Feasible, nil)
 		best := 0
 		for j := range scores {
 			if scores[j] > scores[best] {
