@@ -370,6 +370,20 @@ func (c *Cluster) Stop() {
 	})
 }
 
+// Pids are the process IDs of the control plane's running components, for tools that watch
+// what they cost.
+func (c *Cluster) Pids() []int {
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	var pids []int
+	for _, p := range []*process{c.etcd, c.apiserver, c.scheduler} {
+		if p != nil {
+			pids = append(pids, p.pid())
+		}
+	}
+	return pids
+}
+
 // Token returns the static token of a user named in Options.Users ("admin" is always there).
 func (c *Cluster) Token(user string) string { return c.tokens[user] }
 

@@ -6,22 +6,27 @@
 //   - allocations per call, in process, through the HTTP handler alone;
 //   - the lockstep process's resident memory with 5,000 nodes and 50,000 pods in its informers.
 //
-// Every figure comes from this one run on this machine.
+// Each size is measured once lockstep has counted every pod of the load and kube-apiserver and
+// etcd have gone idle: the figures are lockstep answering a settled cluster, not lockstep or the
+// apiserver still taking in tens of thousands of new objects on the same two cores.
+//
+// Every figure comes from this one run on this machine. BenchmarkHandler5000 (go test -bench) is
+// the in-process loop for profiling between runs.
 package main
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +35,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -47,12 +53,16 @@ import (
 const (
 	podsPerNode = 10
 	namespace   = "bench"
+	nodeCPU     = "64"
+	podCPU      = "500m" // every bench pod's request, the residents' included
 )
 
 func main() {
 	calls := flag.Int("calls", 1000, "filter and prioritize calls per size")
 	binds := flag.Int("binds", 200, "bind calls per size")
 	extra := flag.String("lockstep-flags", "", "extra flags for the lockstep process, space-separated (e.g. \"--gc-percent=800\")")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the lockstep process over the 5,000-node filter and prioritize calls to FILE (runs lockstep with --profiling)")
+	flag.StringVar(&latencyDir, "latencies", "", "write every call's latency, in call order, to DIR/<nodes>-<verb>.txt (to see whether slow calls cluster)")
 	flag.Parse()
 	if err := run(*calls, *binds, strings.Fields(*extra)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -67,6 +77,8 @@ type row struct {
 	p50, p99, max  time.Duration
 	allocs, kbCall float64
 }
+
+var latencyDir, cpuProfile string
 
 func run(calls, binds int, lockstepFlags []string) error {
 	ctx := context.Background()
@@ -112,6 +124,9 @@ func run(calls, binds int, lockstepFlags []string) error {
 				return err
 			}
 			args := append([]string{"--kubeconfig", c.AdminKubeconfig, "--kube-api-qps", "1000", "--kube-api-burst", "2000"}, lockstepFlags...)
+			if cpuProfile != "" {
+				args = append(args, "--profiling")
+			}
 			ls = harness.NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port, args...)
 			if err := ls.Start(ctx); err != nil {
 				return err
@@ -122,8 +137,26 @@ func run(calls, binds int, lockstepFlags []string) error {
 		if err := waitUntilSeen(ctx, ls.URL, names); err != nil {
 			return err
 		}
+		if err := waitUntilCounted(ctx, ls.URL, names); err != nil {
+			return err
+		}
+		start = time.Now()
+		if quiet := waitUntilQuiet(ctx, c.Pids()); quiet {
+			fmt.Printf("kube-apiserver and etcd idle after %s\n", time.Since(start).Round(100*time.Millisecond))
+		} else {
+			fmt.Printf("kube-apiserver and etcd still busy after %s; measuring anyway\n", time.Since(start).Round(time.Second))
+		}
 		pending := pendingPods(size, binds)
+		var profiled <-chan error
+		if cpuProfile != "" && size == 5000 {
+			profiled = profile(ls.URL, cpuProfile, time.Duration(2*calls)*time.Millisecond)
+		}
 		for _, verb := range []string{"filter", "prioritize", "bind"} {
+			if verb == "bind" && profiled != nil {
+				if err := <-profiled; err != nil {
+					return err
+				}
+			}
 			count := calls
 			if verb == "bind" {
 				count = binds
@@ -132,6 +165,10 @@ func run(calls, binds int, lockstepFlags []string) error {
 			if err != nil {
 				return err
 			}
+			if err := writeLatencies(size, verb, lat); err != nil {
+				return err
+			}
+			slices.Sort(lat)
 			rows = append(rows, row{nodes: size, verb: verb, calls: count, p50: pct(lat, 50), p99: pct(lat, 99), max: lat[len(lat)-1]})
 		}
 		if size == 5000 {
@@ -207,7 +244,7 @@ func populate(ctx context.Context, client kubernetes.Interface, c *cluster.Clust
 	for i := from; i < to; i++ {
 		name := names[i]
 		work <- func() error {
-			_, err := c.CreateNode(ctx, cluster.NodeSpec{Name: name, GPUs: 8, CPU: "64", Memory: "256Gi", Pods: 110})
+			_, err := c.CreateNode(ctx, cluster.NodeSpec{Name: name, GPUs: 8, CPU: nodeCPU, Memory: "256Gi", Pods: 110})
 			return err
 		}
 	}
@@ -249,7 +286,7 @@ func pendingPods(size, n int) []*corev1.Pod {
 }
 
 func pod(name string, gpus int64) *corev1.Pod {
-	b := builders.Pod(namespace, name).CPU("500m").Memory("1Gi").Label("app", "bench")
+	b := builders.Pod(namespace, name).CPU(podCPU).Memory("1Gi").Label("app", "bench")
 	if gpus > 0 {
 		b.GPU(gpus)
 	}
@@ -258,7 +295,60 @@ func pod(name string, gpus int64) *corev1.Pod {
 
 // waitUntilSeen polls lockstep's filter until every node passes: its informers have them all.
 func waitUntilSeen(ctx context.Context, url string, names []string) error {
-	body := argsBody(names)
+	return pollFeasible(ctx, url, probe, names, func(feasible int) bool { return feasible == len(names) })
+}
+
+// waitUntilCounted polls until lockstep counts every node's resident pods, so that the
+// measurement finds it answering calls, not still taking in the bulk load's pod events. The probe
+// asks for a CPU more than a node with all its residents has free, less than one with a resident
+// fewer: it passes no node once they are all counted.
+func waitUntilCounted(ctx context.Context, url string, names []string) error {
+	resident, capacity := resource.MustParse(podCPU), resource.MustParse(nodeCPU)
+	free := capacity.MilliValue() - podsPerNode*resident.MilliValue()
+	full := builders.Pod(namespace, "probe-full").CPU(fmt.Sprintf("%dm", free+resident.MilliValue()/2)).Obj()
+	return pollFeasible(ctx, url, full, names, func(feasible int) bool { return feasible == 0 })
+}
+
+// waitUntilQuiet waits, up to two minutes, until the control plane's processes use under a tenth
+// of a core over a second. After a bulk load kube-apiserver spends a while digesting it; on a
+// two-core machine that competes with lockstep and the client for the CPU and would be measured
+// as lockstep's latency.
+func waitUntilQuiet(ctx context.Context, pids []int) bool {
+	const window, idleTicks = time.Second, 10 // ticks of 10 ms (USER_HZ): a tenth of a core
+	last := cpuTicks(pids)
+	err := wait.PollUntilContextTimeout(ctx, window, 2*time.Minute, false, func(context.Context) (bool, error) {
+		now := cpuTicks(pids)
+		used := now - last
+		last = now
+		return used < idleTicks, nil
+	})
+	return err == nil
+}
+
+// cpuTicks sums the user and system CPU time of processes, in clock ticks, from /proc.
+func cpuTicks(pids []int) int64 {
+	var total int64
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The command name, in parentheses, may hold spaces; the fields after it are fixed.
+		fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		if len(fields) > 12 {
+			utime, _ := strconv.ParseInt(fields[11], 10, 64)
+			stime, _ := strconv.ParseInt(fields[12], 10, 64)
+			total += utime + stime
+		}
+	}
+	return total
+}
+
+func pollFeasible(ctx context.Context, url string, p *corev1.Pod, names []string, done func(feasible int) bool) error {
+	body, err := json.Marshal(extenderv1.ExtenderArgs{Pod: p, NodeNames: &names})
+	if err != nil {
+		return err
+	}
 	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
 		resp, err := http.Post(url+"/filter", "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -269,7 +359,7 @@ func waitUntilSeen(ctx context.Context, url string, names []string) error {
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.NodeNames == nil {
 			return false, nil
 		}
-		return len(*out.NodeNames) == len(names), nil
+		return done(len(*out.NodeNames)), nil
 	})
 }
 
@@ -281,10 +371,14 @@ func argsBody(names []string) []byte {
 }
 
 // latency sends count calls of a verb one after another, as the scheduler does for one pod, and
-// times each until the whole answer is read (decoding it is the scheduler's cost, not lockstep's).
+// times each until the whole answer is read (decoding it is the scheduler's cost, not lockstep's),
+// in call order.
 func latency(url, verb string, count int, names []string, pending []*corev1.Pod) ([]time.Duration, error) {
 	client := &http.Client{}
 	args := argsBody(names)
+	// One buffer for every answer: allocating each would have this process's garbage collector
+	// compete with lockstep for the same two cores while it is being timed.
+	var answer bytes.Buffer
 	warm := 0
 	if verb != "bind" {
 		warm = min(count/10, 50)
@@ -301,21 +395,53 @@ func latency(url, verb string, count int, names []string, pending []*corev1.Pod)
 		if err != nil {
 			return nil, err
 		}
-		raw, err := io.ReadAll(resp.Body)
+		answer.Reset()
+		_, err = answer.ReadFrom(resp.Body)
 		resp.Body.Close()
 		elapsed := time.Since(start)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			return nil, fmt.Errorf("%s: status %d: %v", verb, resp.StatusCode, err)
 		}
-		if verb == "bind" && !bytes.Contains(raw, []byte(`"Error":""`)) {
-			return nil, fmt.Errorf("bind: %s", raw)
+		if verb == "bind" && !bytes.Contains(answer.Bytes(), []byte(`"Error":""`)) {
+			return nil, fmt.Errorf("bind: %s", answer.Bytes())
 		}
 		if i >= warm {
 			out = append(out, elapsed)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out, nil
+}
+
+// profile fetches a CPU profile of the lockstep process for d into file; the channel gives the
+// outcome once the profile is written.
+func profile(url, file string, d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", url, max(1, int(d.Seconds()))))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		out, err := os.Create(file)
+		if err == nil {
+			_, err = out.ReadFrom(resp.Body)
+			err = errors.Join(err, out.Close())
+		}
+		done <- err
+	}()
+	return done
+}
+
+func writeLatencies(size int, verb string, lat []time.Duration) error {
+	if latencyDir == "" {
+		return nil
+	}
+	var b strings.Builder
+	for _, d := range lat {
+		fmt.Fprintf(&b, "%d\n", d.Microseconds())
+	}
+	return os.WriteFile(filepath.Join(latencyDir, fmt.Sprintf("%d-%s.txt", size, verb)), []byte(b.String()), 0o644)
 }
 
 // inProcessHandler is lockstep's handler over a manager fed the same objects directly, plus
@@ -324,7 +450,7 @@ func inProcessHandler(size int) (http.Handler, []string, func()) {
 	m := gang.NewManager(gang.Config{}, nopBinder{}, nil, nil, nil)
 	names := nodeNames(size)
 	for i, name := range names {
-		m.UpsertNode(builders.Node(name).GPU(8).CPU("64").Memory("256Gi").Pods(110).Obj())
+		m.UpsertNode(builders.Node(name).GPU(8).CPU(nodeCPU).Memory("256Gi").Pods(110).Obj())
 		for j := range podsPerNode {
 			p := pod(fmt.Sprintf("resident-%05d-%02d", i, j), 0)
 			p.Spec.NodeName = name
@@ -368,10 +494,39 @@ func allocs(h http.Handler, verb string, names []string, size int) (float64, flo
 	r := testing.Benchmark(func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/"+verb, bytes.NewReader(body)))
+			serve(b, h, verb, body)
 		}
 	})
 	return float64(r.AllocsPerOp()), float64(r.AllocedBytesPerOp()) / 1024
+}
+
+// serve runs one call through the handler and fails b unless it answers 200. The answer is
+// dropped as it is written, as net/http's connection writer passes it on: a recorder would add its
+// own copy of every answer to what is measured.
+func serve(b *testing.B, h http.Handler, verb string, body []byte) {
+	w := &discardWriter{header: http.Header{}}
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/"+verb, bytes.NewReader(body)))
+	if w.code != http.StatusOK {
+		b.Fatalf("%s answered %d", verb, w.code)
+	}
+}
+
+type discardWriter struct {
+	header http.Header
+	code   int
+}
+
+func (w *discardWriter) Header() http.Header { return w.header }
+
+func (w *discardWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+func (w *discardWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return len(p), nil
 }
 
 func pct(sorted []time.Duration, p int) time.Duration {

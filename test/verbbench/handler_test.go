@@ -1,0 +1,22 @@
+package main
+
+import (
+	"testing"
+)
+
+// BenchmarkHandler5000 runs filter and prioritize through lockstep's HTTP handler in process, with
+// the manager holding what make bench loads at its largest size: the quick loop for profiling
+// (go test -bench Handler -cpuprofile) before the real-binary measurement.
+func BenchmarkHandler5000(b *testing.B) {
+	h, names, stop := inProcessHandler(5000)
+	defer stop()
+	body := argsBody(names)
+	for _, verb := range []string{"filter", "prioritize"} {
+		b.Run(verb, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				serve(b, h, verb, body)
+			}
+		})
+	}
+}
