@@ -198,3 +198,16 @@ func BenchmarkSplitNodeNames5000(b *testing.B) {
 		}
 	}
 }
+
+// What kube-scheduler sends a nodeCacheCapable extender must take the fast path: falling off it
+// would still decode right, only slower, and nothing else would notice.
+func TestSchedulerArgsTakeTheFastPath(t *testing.T) {
+	names := []string{"node-0", "node-1"}
+	body, err := stdjson.Marshal(extenderv1.ExtenderArgs{Pod: builders.Pod("default", "w-0").GPU(1).Obj(), NodeNames: &names})
+	require.NoError(t, err)
+	call := newExtenderCall()
+	defer call.release()
+	require.True(t, call.decodeFast(body), "%s", body)
+	require.Equal(t, names, call.names)
+	require.Equal(t, "w-0", call.args.Pod.Name)
+}
