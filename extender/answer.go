@@ -21,32 +21,51 @@ func appendHostPriorities(dst []byte, names []string, scores []int64, plain bool
 		}
 		dst = append(dst, `{"Host":`...)
 		dst = appendString(dst, name, plain)
-		dst = append(dst, `,"Score":`...)
-		dst = strconv.AppendInt(dst, scores[i], 10)
-		dst = append(dst, '}')
+		if score := scores[i]; score >= 0 && score < int64(len(scoreEndings)) {
+			dst = append(dst, scoreEndings[score]...)
+		} else {
+			dst = append(dst, `,"Score":`...)
+			dst = strconv.AppendInt(dst, score, 10)
+			dst = append(dst, '}')
+		}
 	}
 	return append(dst, "]\n"...)
 }
 
+// scoreEndings are the ends of the entries of the scores extenders give, 0..10, written ready.
+var scoreEndings = func() (endings [11]string) {
+	for score := range endings {
+		endings[score] = `,"Score":` + strconv.Itoa(score) + "}"
+	}
+	return endings
+}()
+
 // appendFilterResult writes the extenderv1.ExtenderFilterResult of a nodeCacheCapable call:
 // the feasible names and, when there are any, the nodes that failed and why. plain says every
-// feasible name is known to need no escaping.
-func appendFilterResult(dst []byte, feasible []string, plain bool, failed map[string]string) []byte {
-	dst = append(dst, `{"Nodes":null,"NodeNames":[`...)
-	for i, name := range feasible {
-		if i > 0 {
-			dst = append(dst, ',')
+// feasible name is known to need no escaping; encoded, when not empty, is feasible already
+// encoded as a JSON array.
+func appendFilterResult(dst []byte, feasible []string, plain bool, encoded string, failed map[string]string) []byte {
+	dst = append(dst, `{"Nodes":null,"NodeNames":`...)
+	if encoded != "" {
+		dst = append(dst, encoded...)
+	} else {
+		dst = append(dst, '[')
+		for i, name := range feasible {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, name, plain)
 		}
-		dst = appendString(dst, name, plain)
+		dst = append(dst, ']')
 	}
-	dst = append(dst, `],"FailedNodes":null,"FailedAndUnresolvableNodes":`...)
+	dst = append(dst, `,"FailedNodes":null,"FailedAndUnresolvableNodes":`...)
 	if failed == nil {
 		dst = append(dst, "null"...)
 	} else {
 		// The map writer sorts keys and escapes as the encoder does; a failing node is the
 		// exception, so its cost here does not matter.
-		encoded, _ := json.Marshal(failed)
-		dst = append(dst, encoded...)
+		failures, _ := json.Marshal(failed)
+		dst = append(dst, failures...)
 	}
 	return append(dst, `,"Error":""}`+"\n"...)
 }

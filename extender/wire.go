@@ -41,8 +41,10 @@ type extenderCall struct {
 	// plainNames is true when every name encodes in JSON as itself between quotes, so answers
 	// can copy names without looking at them again.
 	plainNames bool
-	scores     []int64
-	answer     []byte
+	// namesText is the NodeNames array as it arrived, when the fast path read it.
+	namesText string
+	scores    []int64
+	answer    []byte
 }
 
 var extenderCalls = sync.Pool{New: func() any { return new(extenderCall) }}
@@ -63,7 +65,7 @@ func (c *extenderCall) release() {
 	clear(c.names)
 	c.body.Reset()
 	c.rawNames, c.names, c.scores, c.answer = c.rawNames[:0], c.names[:0], c.scores[:0], c.answer[:0]
-	c.args, c.plainNames = extenderArgs{}, false
+	c.args, c.plainNames, c.namesText = extenderArgs{}, false, ""
 	if c.body.Cap() > maxPooledBytes || cap(c.rawNames) > maxPooledBytes || cap(c.answer) > maxPooledBytes ||
 		cap(c.names) > maxPooledBytes/16 {
 		return
@@ -83,7 +85,7 @@ func (c *extenderCall) decode(body []byte) error {
 	if c.decodeFast(body) {
 		return nil
 	}
-	c.args, c.names = extenderArgs{NodeNames: &c.rawNames}, c.names[:0]
+	c.args, c.names, c.namesText = extenderArgs{NodeNames: &c.rawNames}, c.names[:0], ""
 	if err := json.Unmarshal(body, &c.args); err != nil {
 		return err
 	}
@@ -133,7 +135,8 @@ func (c *extenderCall) decodeFast(body []byte) bool {
 			if err != nil {
 				return false
 			}
-			sawNames, c.names, c.plainNames, i = true, names, plain, end
+			sawNames, c.names, c.plainNames, c.namesText = true, names, plain, s[i:end]
+			i = end
 		default:
 			return false
 		}
@@ -180,6 +183,25 @@ func skipObject(s string, i int) (end int, ok bool) {
 		}
 	}
 	return 0, false
+}
+
+// namesAsSent returns the offered names' JSON array as the scheduler sent it when that is
+// exactly what the encoder would write for feasible, "" otherwise: feasible is the offered list itself, every
+// name is plain, and the array has no whitespace. Most filter answers on a cluster with room pass
+// every node, and copying the array whole is the cheapest answer there is.
+func (c *extenderCall) namesAsSent(feasible []string) string {
+	if c.namesText == "" || !c.plainNames || len(feasible) != len(c.names) ||
+		len(feasible) > 0 && unsafe.SliceData(feasible) != unsafe.SliceData(c.names) {
+		return ""
+	}
+	compact := 2 + max(len(c.names)-1, 0) // brackets and commas
+	for _, name := range c.names {
+		compact += len(name) + 2
+	}
+	if len(c.namesText) != compact {
+		return ""
+	}
+	return c.namesText
 }
 
 // decodeNames fills names from what the library decoded.

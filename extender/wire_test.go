@@ -175,11 +175,43 @@ func FuzzFilterResult(f *testing.F) {
 		var want bytes.Buffer
 		require.NoError(t, stdjson.NewEncoder(&want).Encode(extenderv1.ExtenderFilterResult{
 			NodeNames: &feasible, FailedAndUnresolvableNodes: failed}))
-		require.Equal(t, want.String(), string(appendFilterResult(nil, feasible, false, failed)))
+		require.Equal(t, want.String(), string(appendFilterResult(nil, feasible, false, "", failed)))
 		if allPlain(feasible) {
-			require.Equal(t, want.String(), string(appendFilterResult(nil, feasible, true, failed)))
+			require.Equal(t, want.String(), string(appendFilterResult(nil, feasible, true, "", failed)))
+		}
+		// Every offered node passing, the array is copied from the request when it can be.
+		names, err := stdjson.Marshal(feasible)
+		require.NoError(t, err)
+		call := newExtenderCall()
+		defer call.release()
+		if call.decode([]byte(`{"Pod":{},"NodeNames":`+string(names)+`}`)) == nil {
+			asSent := call.namesAsSent(call.names)
+			require.Equal(t, want.String(), string(appendFilterResult(nil, call.names, call.plainNames, asSent, failed)), "as sent %q", asSent)
 		}
 	})
+}
+
+// The offered array is reused as the answer only when it is byte for byte what the encoder
+// would write for the feasible list.
+func TestNamesAsSent(t *testing.T) {
+	decode := func(body string) *extenderCall {
+		call := newExtenderCall()
+		t.Cleanup(call.release)
+		require.NoError(t, call.decode([]byte(body)))
+		return call
+	}
+	call := decode(`{"Pod":{},"NodeNames":["a","b"]}`)
+	require.Equal(t, `["a","b"]`, call.namesAsSent(call.names))
+	require.Empty(t, call.namesAsSent(call.names[:1]), "a shorter list")
+	require.Empty(t, call.namesAsSent([]string{"a", "b"}), "another list of the same names")
+	call = decode(`{"Pod":{},"NodeNames":[ "a", "b" ]}`)
+	require.Empty(t, call.namesAsSent(call.names), "whitespace the encoder would not write")
+	call = decode(`{"Pod":{},"NodeNames":["a<b"]}`)
+	require.Empty(t, call.namesAsSent(call.names), "a name the encoder escapes")
+	call = decode(`{"NodeNames":["a"]}`)
+	require.Empty(t, call.namesAsSent(call.names), "read by the library, not the fast path")
+	call = decode(`{"Pod":{},"NodeNames":[]}`)
+	require.Equal(t, `[]`, call.namesAsSent(call.names))
 }
 
 func BenchmarkSplitNodeNames5000(b *testing.B) {

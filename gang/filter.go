@@ -15,7 +15,8 @@ import (
 // reports them as unresolvable.
 type FilterResult struct {
 	// Feasible are the passing nodes, in the order offered. When every offered node passes it is
-	// the offered slice itself: the usual answer on a cluster with room costs no copy.
+	// the offered slice itself, which Filter never writes to: the usual answer on a cluster with
+	// room costs no copy, and the HTTP layer can tell it apart.
 	Feasible []string
 	Failed   map[string]string
 }
