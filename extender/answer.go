@@ -19,23 +19,27 @@ func appendHostPriorities(dst []byte, names []string, scores []int64, plain bool
 		if i > 0 {
 			dst = append(dst, ',')
 		}
+		if score := scores[i]; (plain || plainJSONString(name)) && score >= 0 && score < int64(len(plainEntryEndings)) {
+			// The usual entry: three copies.
+			dst = append(dst, `{"Host":"`...)
+			dst = append(dst, name...)
+			dst = append(dst, plainEntryEndings[score]...)
+			continue
+		}
 		dst = append(dst, `{"Host":`...)
 		dst = appendString(dst, name, plain)
-		if score := scores[i]; score >= 0 && score < int64(len(scoreEndings)) {
-			dst = append(dst, scoreEndings[score]...)
-		} else {
-			dst = append(dst, `,"Score":`...)
-			dst = strconv.AppendInt(dst, score, 10)
-			dst = append(dst, '}')
-		}
+		dst = append(dst, `,"Score":`...)
+		dst = strconv.AppendInt(dst, scores[i], 10)
+		dst = append(dst, '}')
 	}
 	return append(dst, "]\n"...)
 }
 
-// scoreEndings are the ends of the entries of the scores extenders give, 0..10, written ready.
-var scoreEndings = func() (endings [11]string) {
+// plainEntryEndings end an entry whose name is plain, after the name, for the scores extenders
+// give (0..10).
+var plainEntryEndings = func() (endings [11]string) {
 	for score := range endings {
-		endings[score] = `,"Score":` + strconv.Itoa(score) + "}"
+		endings[score] = `","Score":` + strconv.Itoa(score) + "}"
 	}
 	return endings
 }()

@@ -60,11 +60,16 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 		if !ok || n.allocatable.GPU == 0 {
 			continue
 		}
-		if mates[name] {
+		// The length checks spare a call per node when, as usual, neither map has anything.
+		if len(mates) > 0 && mates[name] {
 			scores[i] = MaxScore
 			continue
 		}
-		scores[i] = int64(memo.gpuScore(n, p.requests.GPU, reserved[name].GPU))
+		var held int64
+		if len(reserved) > 0 {
+			held = reserved[name].GPU
+		}
+		scores[i] = int64(memo.gpuScore(n, p.requests.GPU, held))
 	}
 	return scores
 }
