@@ -114,7 +114,7 @@ func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
 
 	if call.namesSent() {
 		// nodeCacheCapable: the scheduler sent names and reads names back. Feasible holds only
-		// offered names, so what is known of those holds for it.
+		// offered names, so they are plain when the offered ones are.
 		call.answer = appendFilterResult(call.answer, result.Feasible, call.plainNames, call.namesAsSent(result.Feasible), result.Failed)
 		return writeRaw(w, call.answer)
 	}
