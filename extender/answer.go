@@ -19,7 +19,8 @@ func appendHostPriorities(dst []byte, names []string, scores []int64, plain bool
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		if score := scores[i]; (plain || plainJSONString(name)) && score >= 0 && score < int64(len(plainEntryEndings)) {
+		namePlain := plain || plainJSONString(name)
+		if score := scores[i]; namePlain && score >= 0 && score < int64(len(plainEntryEndings)) {
 			// The usual entry: three copies.
 			dst = append(dst, `{"Host":"`...)
 			dst = append(dst, name...)
@@ -27,7 +28,7 @@ func appendHostPriorities(dst []byte, names []string, scores []int64, plain bool
 			continue
 		}
 		dst = append(dst, `{"Host":`...)
-		dst = appendString(dst, name, plain)
+		dst = appendString(dst, name, namePlain)
 		dst = append(dst, `,"Score":`...)
 		dst = strconv.AppendInt(dst, scores[i], 10)
 		dst = append(dst, '}')

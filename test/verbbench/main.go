@@ -491,13 +491,18 @@ func allocs(h http.Handler, verb string, names []string, size int) (float64, flo
 		return float64(after.Mallocs-before.Mallocs) / n, float64(after.TotalAlloc-before.TotalAlloc) / n / 1024
 	}
 	body := argsBody(names)
-	r := testing.Benchmark(func(b *testing.B) {
+	r := testing.Benchmark(benchmarkVerb(h, verb, body))
+	return float64(r.AllocsPerOp()), float64(r.AllocedBytesPerOp()) / 1024
+}
+
+// benchmarkVerb sends the same call through the handler b.N times, counting allocations.
+func benchmarkVerb(h http.Handler, verb string, body []byte) func(*testing.B) {
+	return func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			serve(b, h, verb, body)
 		}
-	})
-	return float64(r.AllocsPerOp()), float64(r.AllocedBytesPerOp()) / 1024
+	}
 }
 
 // serve runs one call through the handler and fails b unless it answers 200. The answer is
