@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	gocache "github.com/patrickmn/go-cache"
@@ -159,84 +158,122 @@ func (m *Manager) bindNow(ctx context.Context, p *podInfo, node, kind string) er
 func (m *Manager) startCommitLocked(g *gangInfo, res *reservation) {
 	res.state = committing
 	// A commit outlives the waiting time if the apiserver is slow; keep the capacity held
-	// until the last binding is written so that nothing else is offered it meanwhile.
+	// until the last binding is answered so that nothing else is offered it meanwhile.
 	m.reservations.Set(res.gang, res, gocache.NoExpiration)
-	var todo []*slot
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
+	var todo []commitItem
 	for _, s := range res.slots {
 		if s.state == slotWaiting {
 			// Members sharing a node get disjoint GPU sets: each choice is marked taken at once.
 			s.gpuIDs = m.state.chooseGPUs(s.node, s.pod.uid, s.requests.GPU)
-			todo = append(todo, s)
+			// A member deleted meanwhile stops its binding at once (see deletePodLocked).
+			item := commitItem{slot: s}
+			item.ctx, s.cancel = context.WithCancel(ctx)
+			todo = append(todo, item)
 		}
 	}
+	g.lastCommit = newCommitRecord(m.now(), len(todo), g.boundCount(), g.minAvailable())
 	g.lastReason = fmt.Sprintf("gang %s: quorum reached (%d members ready), binding", g.key, len(todo)+g.boundCount())
 	klog.InfoS("Gang committing", "gang", g.key, "members", len(todo))
-	go m.commit(g, res, todo)
+	go m.commit(cancel, g, res, todo)
 }
 
-func (m *Manager) commit(g *gangInfo, res *reservation, todo []*slot) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
+// commitItem is one member's binding in a commit, with the context that can stop it.
+type commitItem struct {
+	slot *slot
+	ctx  context.Context
+}
+
+type commitOutcome struct {
+	slot *slot
+	err  error
+}
+
+// commit writes the bindings in parallel and records each answer as it comes, so that lockstep's
+// state, /debug/gangs and the partly-bound clock follow the apiserver binding by binding.
+func (m *Manager) commit(cancel context.CancelFunc, g *gangInfo, res *reservation, todo []commitItem) {
 	defer cancel()
-	errs := make([]error, len(todo))
+	outcomes := make(chan commitOutcome, len(todo))
 	sem := make(chan struct{}, m.cfg.BindParallelism)
-	var wg sync.WaitGroup
-	for i, s := range todo {
-		wg.Add(1)
-		sem <- struct{}{}
+	for _, it := range todo {
 		go func() {
-			defer wg.Done()
+			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = m.binder.Bind(ctx, s.pod.namespace, s.pod.name, s.pod.uid, s.node, s.gpuIDs)
+			p := it.slot.pod
+			outcomes <- commitOutcome{it.slot, m.binder.Bind(it.ctx, p.namespace, p.name, p.uid, it.slot.node, it.slot.gpuIDs)}
 		}()
 	}
-	wg.Wait()
+	for range todo {
+		m.recordOutcome(g, <-outcomes)
+	}
+	m.finishCommit(g, res, todo)
+}
 
+func (m *Manager) recordOutcome(g *gangInfo, out commitOutcome) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	failed := 0
-	for i, s := range todo {
-		m.metrics.observeBind("gang", errs[i])
-		if errs[i] != nil {
-			s.state, s.err = slotFailed, errs[i]
-			m.state.unchooseGPUs(s.node, s.pod.uid, s.gpuIDs)
-			failed++
-			continue
-		}
-		s.state = slotBound
-		if cur, ok := m.state.pods[s.pod.uid]; ok {
-			m.state.markBound(cur, s.node, s.gpuIDs)
-		}
+	s := out.slot
+	s.cancel()
+	m.metrics.observeBind("gang", out.err)
+	if out.err != nil {
+		s.state, s.err = slotFailed, out.err
+		m.state.unchooseGPUs(s.node, s.pod.uid, s.gpuIDs)
+		g.lastCommit.failed++
+		return
 	}
+	s.state = slotBound
+	if cur, ok := m.state.pods[s.pod.uid]; ok {
+		m.state.markBound(cur, s.node, s.gpuIDs)
+	}
+	g.lastCommit.bindingConfirmed(m.now(), g.boundCount())
+}
+
+func (m *Manager) finishCommit(g *gangInfo, res *reservation, todo []commitItem) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	res.state = released
 	m.reservations.Delete(res.gang)
 	close(res.done)
+	rec := g.lastCommit
+	rec.finish(m.now())
+	m.metrics.observeCommit(rec)
 
-	if failed == 0 {
-		g.lastReason = fmt.Sprintf("gang %s: quorum reached, %d members bound", g.key, len(todo))
-		klog.InfoS("Gang bound", "gang", g.key, "members", len(todo))
+	var errs []error
+	for _, it := range todo {
+		errs = append(errs, it.slot.err)
+	}
+	if rec.failed == 0 {
+		g.lastReason = fmt.Sprintf("gang %s: quorum reached, %d members bound in %s", g.key, rec.members, formatSpan(rec.duration()))
+		klog.InfoS("Gang bound", "gang", g.key, "members", rec.members, "took", rec.duration())
 	} else {
 		// Bindings cannot be undone, so lockstep does not try to unbind the members that made it.
 		// The failed members stay unbound; the scheduler retries them, and because the gang's
 		// bound members count toward quorum, each then needs only its own reservation.
-		g.lastReason = fmt.Sprintf("gang %s: %d of %d bindings failed after retries (first: %v); bound members stay, the failed ones are retried by the scheduler",
-			g.key, failed, len(todo), firstErr(errs))
-		klog.ErrorS(firstErr(errs), "Gang commit incomplete", "gang", g.key, "failed", failed, "members", len(todo))
+		g.lastReason = fmt.Sprintf("gang %s: %d of %d bindings failed (first: %v); %s. Bound members stay, the failed ones are retried by the scheduler",
+			g.key, rec.failed, rec.members, firstErr(errs), rec.partialNote())
+		klog.ErrorS(firstErr(errs), "Gang commit incomplete", "gang", g.key, "failed", rec.failed, "members", rec.members,
+			"partlyBoundFor", rec.partlyBoundFor())
 	}
-	for _, s := range todo {
-		p := s.pod
-		if cur, ok := m.state.pods[p.uid]; ok {
-			p = cur // the informer may have replaced the record since the slot was claimed
-		}
-		if s.state == slotBound {
-			msg := fmt.Sprintf("gang %s: quorum reached, bound to node %s", g.key, s.node)
-			if len(s.gpuIDs) > 0 {
-				msg += " with GPUs " + FormatGPUIDs(s.gpuIDs)
-			}
-			m.eventLocked(p, corev1.EventTypeNormal, ReasonBound, msg)
-		} else {
-			m.eventLocked(p, corev1.EventTypeWarning, ReasonBindFailed, fmt.Sprintf("gang %s: binding to node %s failed: %v", g.key, s.node, s.err))
-		}
+	for _, it := range todo {
+		m.commitEventLocked(g, it.slot, rec)
 	}
+}
+
+func (m *Manager) commitEventLocked(g *gangInfo, s *slot, rec *commitRecord) {
+	p := s.pod
+	if cur, ok := m.state.pods[p.uid]; ok {
+		p = cur // the informer may have replaced the record since the slot was claimed
+	}
+	if s.state != slotBound {
+		m.eventLocked(p, corev1.EventTypeWarning, ReasonBindFailed, fmt.Sprintf("gang %s: binding to node %s failed: %v; %s", g.key, s.node, s.err, rec.partialNote()))
+		return
+	}
+	msg := fmt.Sprintf("gang %s: quorum reached, bound to node %s", g.key, s.node)
+	if len(s.gpuIDs) > 0 {
+		msg += " with GPUs " + FormatGPUIDs(s.gpuIDs)
+	}
+	msg += fmt.Sprintf("; %d members bound in %s", rec.bound, formatSpan(rec.duration()))
+	m.eventLocked(p, corev1.EventTypeNormal, ReasonBound, msg)
 }
 
 func firstErr(errs []error) error {

@@ -2,7 +2,6 @@ package gang
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,63 +13,175 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 )
 
-// APIBinder posts pods/binding through client-go.
+// Errors a Binder wraps when the apiserver proved that a binding can never succeed: retrying
+// them spends the commit's time and the client's rate limit for nothing.
+var (
+	// ErrPodGone: the pod was deleted, is being deleted, or was recreated under a new uid.
+	ErrPodGone = errors.New("pod is gone")
+	// ErrBoundElsewhere: someone else bound the pod to another node first.
+	ErrBoundElsewhere = errors.New("pod is bound to another node")
+)
+
+// Permanent reports whether a binding error says the pod can never be bound where lockstep wanted.
+func Permanent(err error) bool {
+	return errors.Is(err, ErrPodGone) || errors.Is(err, ErrBoundElsewhere)
+}
+
+// APIBinder posts pods/binding through client-go. It reports success only when the apiserver
+// confirmed the pod bound to the node: by answering the binding itself, or, when an answer was
+// lost, by showing the pod on that node in a read afterwards.
 type APIBinder struct {
 	Client kubernetes.Interface
-	// Backoff spaces retries of transient failures; the caller's context bounds them too.
+	// Backoff spaces retries of transient failures; its Cap bounds one pause. The caller's
+	// context, not a count of steps, bounds how long the retries go on.
 	Backoff wait.Backoff
+	// AttemptTimeout bounds one request, so that a request the apiserver never answers is sent
+	// again (and, if it landed meanwhile, found bound) instead of using up the caller's deadline.
+	AttemptTimeout time.Duration
+	// ConfirmTimeout bounds the read that settles an unknown outcome after the caller's context
+	// ended: the scheduler may have given up on the call, but lockstep's own record of the pod
+	// must still follow what the apiserver did.
+	ConfirmTimeout time.Duration
 }
 
-// NewAPIBinder retries a transient failure six times over about six seconds.
+// NewAPIBinder retries quickly at first (most failures are a moment's throttling or an etcd
+// leader change) and at most once a second after that.
 func NewAPIBinder(client kubernetes.Interface) *APIBinder {
-	return &APIBinder{Client: client, Backoff: wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 6, Cap: 2 * time.Second}}
+	return &APIBinder{
+		Client:         client,
+		Backoff:        wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: time.Second},
+		AttemptTimeout: 5 * time.Second,
+		ConfirmTimeout: 5 * time.Second,
+	}
 }
 
+// Bind binds the pod in one write: the GPU indices ride on the Binding's annotations, which the
+// apiserver copies onto the pod as it sets spec.nodeName. The Binding's uid is a precondition, so
+// a pod recreated under the same name is never bound in its predecessor's place.
 func (b *APIBinder) Bind(ctx context.Context, namespace, name string, uid types.UID, node string, gpuIDs []int) error {
-	if len(gpuIDs) > 0 {
-		if err := b.annotateGPUs(ctx, namespace, name, uid, gpuIDs); err != nil {
-			return fmt.Errorf("writing %s: %w", AnnotationGPUIDs, err)
-		}
-	}
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: uid},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
 	}
-	attempts := 0
-	err := retry.OnError(b.Backoff, func(err error) bool { return ctx.Err() == nil && transient(err) }, func() error {
+	if len(gpuIDs) > 0 {
+		binding.Annotations = map[string]string{AnnotationGPUIDs: FormatGPUIDs(gpuIDs)}
+	}
+	target := podTarget{namespace: namespace, name: name, uid: uid, node: node}
+	backoff := b.Backoff
+	var lastErr error
+	attempts, mayHaveLanded := 0, false
+	for {
 		attempts++
-		err := b.Client.CoreV1().Pods(namespace).Bind(ctx, binding, metav1.CreateOptions{})
-		if apierrors.IsConflict(err) && attempts > 1 {
-			// An earlier attempt may have landed before its answer was lost.
-			if pod, getErr := b.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{}); getErr == nil && pod.Spec.NodeName == node {
-				return nil
+		err := b.post(ctx, binding)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: pod %s was deleted: %w", ErrPodGone, target, err)
+		}
+		if needsRead(err) {
+			if done, err := b.settle(ctx, target, err); done {
+				return err
 			}
 		}
-		return err
-	})
-	if err != nil && attempts > 1 {
-		return fmt.Errorf("after %d attempts: %w", attempts, err)
+		mayHaveLanded = mayHaveLanded || answerMayBeLost(err)
+		if !transient(err) || ctx.Err() != nil || !pause(ctx, backoff.Step()) {
+			break
+		}
 	}
-	return err
+	if attempts > 1 {
+		lastErr = fmt.Errorf("after %d attempts: %w", attempts, lastErr)
+	}
+	if mayHaveLanded {
+		return b.confirmAfter(target, lastErr)
+	}
+	return lastErr
 }
 
-// annotateGPUs writes AnnotationGPUIDs on the pod. The uid in the patch is a precondition: a pod
-// recreated under the same name is not annotated with another pod's GPUs.
-func (b *APIBinder) annotateGPUs(ctx context.Context, namespace, name string, uid types.UID, ids []int) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid":         uid,
-		"annotations": map[string]string{AnnotationGPUIDs: FormatGPUIDs(ids)},
-	}})
-	if err != nil {
+func (b *APIBinder) post(ctx context.Context, binding *corev1.Binding) error {
+	if b.AttemptTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.AttemptTimeout)
+		defer cancel()
+	}
+	return b.Client.CoreV1().Pods(binding.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+}
+
+// podTarget is the pod a binding is for and the node it should end on.
+type podTarget struct {
+	namespace, name string
+	uid             types.UID
+	node            string
+}
+
+func (t podTarget) String() string { return t.namespace + "/" + t.name }
+
+// settle reads the pod after an answer that does not say by itself what happened (a conflict,
+// an internal error). done is false when the read leaves the binding worth another try.
+func (b *APIBinder) settle(ctx context.Context, t podTarget, cause error) (done bool, err error) {
+	pod, getErr := b.Client.CoreV1().Pods(t.namespace).Get(ctx, t.name, metav1.GetOptions{})
+	if getErr != nil {
+		if apierrors.IsNotFound(getErr) {
+			return true, fmt.Errorf("%w: pod %s was deleted (%v)", ErrPodGone, t, cause)
+		}
+		return false, nil
+	}
+	return judge(t, pod, cause)
+}
+
+// judge decides a binding's outcome from the pod as the apiserver has it now.
+func judge(t podTarget, pod *corev1.Pod, cause error) (done bool, err error) {
+	switch {
+	case t.uid != "" && pod.UID != t.uid:
+		return true, fmt.Errorf("%w: pod %s was recreated (uid %s, lockstep was binding %s)", ErrPodGone, t, pod.UID, t.uid)
+	case pod.Spec.NodeName == t.node:
+		return true, nil // this binding landed, its answer was lost
+	case pod.Spec.NodeName != "":
+		return true, fmt.Errorf("%w: pod %s is bound to node %s, not %s (%v)", ErrBoundElsewhere, t, pod.Spec.NodeName, t.node, cause)
+	case pod.DeletionTimestamp != nil:
+		return true, fmt.Errorf("%w: pod %s is being deleted (%v)", ErrPodGone, t, cause)
+	}
+	return false, nil
+}
+
+// confirmAfter settles a binding whose last request may have reached the apiserver: the context
+// that carried it may be over, so the read gets a short deadline of its own.
+func (b *APIBinder) confirmAfter(t podTarget, lastErr error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), b.ConfirmTimeout)
+	defer cancel()
+	pod, err := b.Client.CoreV1().Pods(t.namespace).Get(ctx, t.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: pod %s was deleted (%v)", ErrPodGone, t, lastErr)
+	case err != nil:
+		return fmt.Errorf("binding %s to %s: outcome unknown, and reading the pod failed too (%v): %w", t, t.node, err, lastErr)
+	}
+	if done, err := judge(t, pod, lastErr); done {
 		return err
 	}
-	return retry.OnError(b.Backoff, func(err error) bool { return ctx.Err() == nil && transient(err) }, func() error {
-		_, err := b.Client.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err
-	})
+	return fmt.Errorf("pod %s is not bound: %w", t, lastErr)
+}
+
+// needsRead: answers after which only the pod itself tells whether binding again can help. A
+// conflict is the pod bound already (by this binding's lost answer or by someone else) or a
+// stale uid; an internal error is also how the apiserver refuses a pod that is being deleted.
+func needsRead(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsInternalError(err)
+}
+
+// answerMayBeLost: the request may have been applied although no answer said so.
+func answerMayBeLost(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsUnexpectedServerError(err)
+	}
+	return true // a network error or a context that ended while the request was in flight
 }
 
 // transient reports whether a failed binding may succeed if sent again.
@@ -80,11 +191,23 @@ func transient(err error) bool {
 		apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsUnexpectedServerError(err):
 		return true
 	case apierrors.IsConflict(err):
-		// A conflict on the first attempt means someone else bound the pod; after a lost answer it
-		// is handled above.
-		return false
+		// Left unsettled by a read: the pod is unbound and was not recreated, so a conflict can
+		// only be a write racing this one; the next attempt tells.
+		return true
 	}
 	var netErr net.Error
 	var status apierrors.APIStatus
-	return errors.As(err, &netErr) || (!errors.As(err, &status) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded))
+	return errors.As(err, &netErr) || !errors.As(err, &status)
+}
+
+// pause waits d or until ctx ends, and reports whether it waited the whole time.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

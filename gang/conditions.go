@@ -69,21 +69,47 @@ func (m *Manager) capacityFreedLocked(freedBy string) []conditionWrite {
 	return writes
 }
 
-// writeConditions makes the writes in the background: its callers hold no lock but may be the
-// informer's event handler or a filter call, and neither may wait on the apiserver.
+// conditionQueueSize bounds the condition writes waiting for the apiserver. They are wake-up
+// calls for parked pods: when the queue is full the scheduler is already busy with the cluster,
+// and a write dropped costs at most a later retry, whereas an unbounded backlog would hold memory
+// and keep writing stale news long after.
+const conditionQueueSize = 512
+
+type queuedWrite struct {
+	writer ConditionWriter
+	write  conditionWrite
+}
+
+// writeConditions queues the writes for writeQueuedConditions; its callers hold no lock but may
+// be the informer's event handler or a filter call, and neither may wait on the apiserver.
 func (m *Manager) writeConditions(w ConditionWriter, writes []conditionWrite) {
-	if w == nil || len(writes) == 0 {
+	if w == nil {
 		return
 	}
-	go func() {
-		for _, c := range writes {
+	for _, c := range writes {
+		select {
+		case m.conditionQueue <- queuedWrite{w, c}:
+		default:
+			m.metrics.conditionDropped()
+			klog.V(2).InfoS("Dropped a gang condition write: too many queued", "pod", c.namespace+"/"+c.name, "reason", c.cond.Reason)
+		}
+	}
+}
+
+// writeQueuedConditions writes queued conditions one at a time until the manager stops.
+func (m *Manager) writeQueuedConditions() {
+	for {
+		select {
+		case q := <-m.conditionQueue:
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := w.SetCondition(ctx, c.namespace, c.name, c.cond); err != nil {
-				klog.InfoS("Could not write gang condition", "pod", c.namespace+"/"+c.name, "err", err)
+			if err := q.writer.SetCondition(ctx, q.write.namespace, q.write.name, q.write.cond); err != nil {
+				klog.InfoS("Could not write gang condition", "pod", q.write.namespace+"/"+q.write.name, "err", err)
 			}
 			cancel()
+		case <-m.stop:
+			return
 		}
-	}()
+	}
 }
 
 // APIConditionWriter patches pods/status through client-go.

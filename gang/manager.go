@@ -14,8 +14,11 @@ import (
 )
 
 // Binder writes a pod's binding to the apiserver. gpuIDs, when not empty, are the GPU indices
-// lockstep chose for the pod; they are written to the pod (AnnotationGPUIDs) before the binding,
-// so that they are in place when the pod starts on the node.
+// lockstep chose for the pod; they reach the pod (AnnotationGPUIDs) with the binding itself, so
+// they are in place when the pod starts on the node. Bind returns nil only when the apiserver
+// confirmed the pod bound to node: lockstep's record of the cluster follows that answer, so a nil
+// for a binding that did not happen would refuse the pod's every retry. Errors wrap ErrPodGone
+// or ErrBoundElsewhere when no retry can help.
 type Binder interface {
 	Bind(ctx context.Context, namespace, name string, uid types.UID, node string, gpuIDs []int) error
 }
@@ -76,8 +79,10 @@ type Manager struct {
 	now      func() time.Time
 	// conditions, when set, writes ConditionGangScheduled (see conditions.go); guarded by mu.
 	conditions ConditionWriter
-	stop       chan struct{}
-	stopOnce   sync.Once
+	// conditionQueue feeds writeQueuedConditions.
+	conditionQueue chan queuedWrite
+	stop           chan struct{}
+	stopOnce       sync.Once
 
 	mu    sync.RWMutex
 	state *state
@@ -103,13 +108,15 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 		state:    newState(),
 		// No janitor of go-cache's own: it would hold the eviction callback, and with it the
 		// manager, for the life of the process. sweepExpired runs until Stop.
-		reservations: gocache.New(gocache.NoExpiration, 0),
-		stop:         make(chan struct{}),
+		reservations:   gocache.New(gocache.NoExpiration, 0),
+		conditionQueue: make(chan queuedWrite, conditionQueueSize),
+		stop:           make(chan struct{}),
 	}
 	// go-cache calls this without its own lock but possibly while the caller of Delete holds ours,
 	// so the work happens on another goroutine.
 	m.reservations.OnEvicted(func(key string, v any) { go m.onEvicted(key, v.(*reservation)) })
 	go m.sweepExpired()
+	go m.writeQueuedConditions()
 	return m
 }
 
@@ -128,7 +135,7 @@ func (m *Manager) sweepExpired() {
 	}
 }
 
-// Stop ends the manager's background sweep; the manager answers calls no longer reliably after.
+// Stop ends the manager's background sweep and condition writes; the manager answers calls no longer reliably after.
 func (m *Manager) Stop() { m.stopOnce.Do(func() { close(m.stop) }) }
 
 // --- informer input -------------------------------------------------------------------------
@@ -179,6 +186,12 @@ func (m *Manager) deletePodLocked(uid types.UID) ([]conditionWrite, ConditionWri
 		if len(g.members) == 0 {
 			m.releaseLocked(res)
 			writes = m.capacityFreedLocked(key)
+		}
+	} else if res != nil && res.state == committing {
+		// A binding for a pod that is gone can only fail; stop it rather than spend the
+		// commit's time and the client's rate limit retrying it.
+		if s := res.slotOf(uid); s != nil && s.cancel != nil {
+			s.cancel()
 		}
 	}
 	if len(g.members) == 0 {

@@ -7,8 +7,16 @@ import (
 // Metrics are the gang manager's Prometheus series. A nil *Metrics records nothing, which keeps
 // unit tests free of registries.
 type Metrics struct {
-	binds *prometheus.CounterVec
+	binds       *prometheus.CounterVec
+	commit      prometheus.Histogram
+	partlyBound prometheus.Histogram
+	// droppedConditions counts condition writes given up because too many were queued.
+	droppedConditions prometheus.Counter
 }
+
+// commitBuckets span a commit on an idle apiserver (milliseconds) to one that retried through
+// throttling up to the default --commit-timeout.
+var commitBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
 // NewMetrics registers the manager's counters, and gauges read from m at scrape time, on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -17,8 +25,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "lockstep_binds_total",
 			Help: "Bindings lockstep wrote, by kind (ordinary pod or gang member at commit) and result (committed or failed).",
 		}, []string{"kind", "result"}),
+		commit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lockstep_gang_commit_seconds",
+			Help:    "Time from a gang reaching quorum to the apiserver's answer to its last binding.",
+			Buckets: commitBuckets,
+		}),
+		partlyBound: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lockstep_gang_partly_bound_seconds",
+			Help:    "Per commit, how long the gang had some but fewer than min-available members bound (0 when none was bound before quorum); a commit that ended partial counts until its end.",
+			Buckets: append([]float64{0}, commitBuckets...),
+		}),
 	}
-	reg.MustRegister(mt.binds)
+	mt.droppedConditions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "lockstep_condition_writes_dropped_total",
+		Help: "Pod condition writes (lockstep.dev/GangScheduled) dropped because the apiserver could not keep up; binds never wait for them.",
+	})
+	reg.MustRegister(mt.binds, mt.commit, mt.partlyBound, mt.droppedConditions)
 	return mt
 }
 
@@ -31,6 +53,20 @@ func (mt *Metrics) observeBind(kind string, err error) {
 		result = "failed"
 	}
 	mt.binds.WithLabelValues(kind, result).Inc()
+}
+
+func (mt *Metrics) observeCommit(r *commitRecord) {
+	if mt == nil {
+		return
+	}
+	mt.commit.Observe(r.duration().Seconds())
+	mt.partlyBound.Observe(r.partlyBoundFor().Seconds())
+}
+
+func (mt *Metrics) conditionDropped() {
+	if mt != nil {
+		mt.droppedConditions.Inc()
+	}
 }
 
 // Collector exposes gang phases and held reservations, computed from the manager's state when

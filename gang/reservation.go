@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +41,8 @@ type slot struct {
 	err        error
 	// gpuIDs are the GPU indices chosen for the member when the gang commits.
 	gpuIDs []int
+	// cancel stops the member's binding while the gang commits; nil before.
+	cancel context.CancelFunc
 }
 
 // holdsCapacity reports whether the slot's capacity is still set aside (a bound member's capacity

@@ -80,6 +80,8 @@ type gangInfo struct {
 	// reservation is the last one admitGang made, live or not: one that is still reserving but
 	// no longer in the cache has expired without sweepExpired having reported it yet.
 	reservation *reservation
+	// lastCommit is the gang's latest commit, running or done; nil before its first.
+	lastCommit *commitRecord
 }
 
 // reference is the spec every member must agree with: the one of the oldest member whose

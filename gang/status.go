@@ -33,8 +33,25 @@ type GangStatus struct {
 	ReservationExpires *time.Time `json:"reservationExpires,omitempty"`
 	Reason             string     `json:"reason,omitempty"`
 	// Attempts is how many times a member was turned away at filter.
-	Attempts int            `json:"attempts"`
-	Members  []MemberStatus `json:"members"`
+	Attempts int `json:"attempts"`
+	// LastCommit is the gang's latest commit, while it runs and after.
+	LastCommit *CommitStatus  `json:"lastCommit,omitempty"`
+	Members    []MemberStatus `json:"members"`
+}
+
+// CommitStatus is one commit of a gang: the bindings lockstep wrote once the quorum arrived.
+type CommitStatus struct {
+	Started time.Time `json:"started"`
+	// Running is true until the last binding is answered.
+	Running  bool   `json:"running"`
+	Members  int    `json:"members"`
+	Bound    int    `json:"bound"`
+	Failed   int    `json:"failed"`
+	Duration string `json:"duration"`
+	// PartlyBoundFor is how long the gang had some but fewer than min-available members bound
+	// during the commit; StillPartial says it ended that way.
+	PartlyBoundFor string `json:"partlyBoundFor"`
+	StillPartial   bool   `json:"stillPartial,omitempty"`
 }
 
 // MemberStatus is one member pod of a gang.
@@ -97,6 +114,12 @@ func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
 	if res != nil && res.state == reserving {
 		expires := res.expires
 		st.ReservationExpires = &expires
+	}
+	if c := g.lastCommit; c != nil {
+		st.LastCommit = &CommitStatus{
+			Started: c.started, Running: c.finished.IsZero(), Members: c.members, Bound: c.bound, Failed: c.failed,
+			Duration: formatSpan(c.duration()), PartlyBoundFor: formatSpan(c.partlyBoundFor()), StillPartial: c.stillPartial() && !c.finished.IsZero(),
+		}
 	}
 
 	for _, p := range g.sortedMembers() {

@@ -27,25 +27,26 @@ type app struct {
 	handler     http.Handler
 	factory     informers.SharedInformerFactory
 	broadcaster record.EventBroadcaster
-	client      kubernetes.Interface
-	ready       atomic.Bool
+	// events writes lockstep's events; see clients.
+	events kubernetes.Interface
+	ready  atomic.Bool
 	// handlersSynced reports when the manager has taken in the initial lists (see gang.Watch).
 	handlersSynced func() bool
 }
 
-func newApp(client kubernetes.Interface, opts options, reg *prometheus.Registry) (*app, error) {
-	a := &app{client: client, factory: informers.NewSharedInformerFactory(client, 0)}
+func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
+	a := &app{events: c.events, factory: informers.NewSharedInformerFactory(c.main, 0)}
 	a.broadcaster = record.NewBroadcaster()
 	recorder := a.broadcaster.NewRecorder(schemeForEvents(), corev1.EventSource{Component: "lockstep"})
 	getPod := func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
-		return client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		return c.bind.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{}) // on the bind path
 	}
 	a.manager = gang.NewManager(gang.Config{
 		DefaultWaitingTime: opts.defaultWaitingTime,
 		BindWait:           opts.bindWait,
 		CommitTimeout:      opts.commitTimeout,
-	}, gang.NewAPIBinder(client), getPod, recorder, gang.NewMetrics(reg))
-	a.manager.SetConditionWriter(gang.APIConditionWriter{Client: client})
+	}, gang.NewAPIBinder(c.bind), getPod, recorder, gang.NewMetrics(reg))
+	a.manager.SetConditionWriter(gang.APIConditionWriter{Client: c.events})
 	reg.MustRegister(a.manager.Collector())
 	a.handler = extender.NewHandler(a.manager, extender.Options{
 		MaxRequestBytes: opts.maxRequestBytes,
@@ -63,7 +64,7 @@ func newApp(client kubernetes.Interface, opts options, reg *prometheus.Registry)
 
 func (a *app) start(ctx context.Context) {
 	a.broadcaster.StartStructuredLogging(3)
-	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.events.CoreV1().Events("")})
 	defer a.broadcaster.Shutdown()
 	a.factory.Start(ctx.Done())
 	start := time.Now()

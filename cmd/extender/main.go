@@ -46,14 +46,14 @@ func run(ctx context.Context, opts options) error {
 		return err
 	}
 	opts.tuneGC()
-	client, err := opts.kubeClient()
+	clients, err := opts.kubeClients()
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	app, err := newApp(client, opts, reg)
+	app, err := newApp(clients, opts, reg)
 	if err != nil {
 		return err
 	}

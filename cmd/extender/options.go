@@ -21,6 +21,17 @@ import (
 // the call: the answer must cross the network and be decoded before httpTimeout fires.
 const bindMargin = time.Second
 
+// Bindings get a rate limit well above what kube-scheduler can ask of them: it binds one pod at a
+// time from one scheduling loop, about 150 pods/s on 2 cores and a few hundred on large control
+// planes (upstream's scheduler_perf), and each binding is one write. 500/s with a burst of 1,000
+// leaves the limiter idle at any rate the scheduler reaches, absorbs many gangs committing at
+// once, and still stops a runaway loop; the apiserver's own priority and fairness answers 429 if
+// it is overloaded, and lockstep retries those.
+const (
+	defaultBindQPS   = 500
+	defaultBindBurst = 1000
+)
+
 // defaultSchedulerHTTPTimeout is kube-scheduler's httpTimeout when an extender stanza leaves it unset.
 const defaultSchedulerHTTPTimeout = 5 * time.Second
 
@@ -35,6 +46,10 @@ type options struct {
 	maxRequestBytes    int64
 	qps                float64
 	burst              int
+	bindQPS            float64
+	bindBurst          int
+	eventsQPS          float64
+	eventsBurst        int
 	gcPercent          int
 	memoryLimit        int64
 	profiling          bool
@@ -50,6 +65,10 @@ func defaultOptions() options {
 		maxRequestBytes:    extender.DefaultMaxRequestBytes,
 		qps:                50,
 		burst:              100,
+		bindQPS:            defaultBindQPS,
+		bindBurst:          defaultBindBurst,
+		eventsQPS:          20,
+		eventsBurst:        50,
 		gcPercent:          400,
 		memoryLimit:        256 << 20,
 	}
@@ -71,8 +90,12 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.defaultWaitingTime, "default-waiting-time", o.defaultWaitingTime, "how long a gang's reservation lives when its pods carry no "+gang.AnnotationWaitingTime+" annotation")
 	fs.DurationVar(&o.commitTimeout, "commit-timeout", o.commitTimeout, "how long lockstep keeps retrying the bindings of a gang that reached quorum")
 	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", o.maxRequestBytes, "largest request body accepted; larger ones get 413")
-	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "queries per second to the apiserver")
-	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "burst of queries to the apiserver")
+	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "queries per second to the apiserver for everything but bindings, events and pod conditions (informers' lists)")
+	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "burst of queries to the apiserver for everything but bindings, events and pod conditions")
+	fs.Float64Var(&o.bindQPS, "bind-qps", o.bindQPS, "queries per second for bindings and the pod reads that settle them, on a client and rate limit of their own; one binding is one write")
+	fs.IntVar(&o.bindBurst, "bind-burst", o.bindBurst, "burst of bindings (a gang's commit writes min-available at once)")
+	fs.Float64Var(&o.eventsQPS, "events-qps", o.eventsQPS, "queries per second for events and pod conditions, on a client of their own so they never delay a binding; under pressure they are dropped")
+	fs.IntVar(&o.eventsBurst, "events-burst", o.eventsBurst, "burst of event and pod-condition writes")
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage collection target (GOGC); a collection slows the calls it overlaps, and collecting less often than Go's default of 100 keeps them rare. The GOGC environment variable wins when set")
 	fs.Int64Var(&o.memoryLimit, "memory-limit", o.memoryLimit, "soft memory limit in bytes (GOMEMLIMIT): near it the collector runs more often, which bounds memory despite --gc-percent; 0 for none. The GOMEMLIMIT environment variable wins when set")
 	fs.BoolVar(&o.profiling, "profiling", o.profiling, "serve Go's profiler under /debug/pprof/ on the --listen address")
@@ -115,6 +138,15 @@ func (o *options) validate() error {
 	if o.memoryLimit < 0 {
 		return fmt.Errorf("--memory-limit must not be negative, got %d", o.memoryLimit)
 	}
+	for _, l := range []struct {
+		flag  string
+		qps   float64
+		burst int
+	}{{"kube-api", o.qps, o.burst}, {"bind", o.bindQPS, o.bindBurst}, {"events", o.eventsQPS, o.eventsBurst}} {
+		if l.qps <= 0 || l.burst <= 0 {
+			return fmt.Errorf("--%s-qps and --%s-burst must be positive, got %g and %d", l.flag, l.flag, l.qps, l.burst)
+		}
+	}
 	if o.maxRequestBytes <= 0 {
 		return fmt.Errorf("--max-request-bytes must be positive, got %d", o.maxRequestBytes)
 	}
@@ -144,7 +176,13 @@ func extenderHTTPTimeout(path string) (time.Duration, error) {
 	return 0, fmt.Errorf("--scheduler-config %s: no extender with a bindVerb; lockstep must be the binder", path)
 }
 
-func (o *options) kubeClient() (kubernetes.Interface, error) {
+// clients are lockstep's connections to the apiserver, one per kind of traffic, each with a rate
+// limit of its own: a burst of events or condition writes must never make a binding wait.
+type clients struct {
+	main, bind, events kubernetes.Interface
+}
+
+func (o *options) kubeClients() (clients, error) {
 	var cfg *rest.Config
 	var err error
 	if o.kubeconfig == "" {
@@ -153,12 +191,23 @@ func (o *options) kubeClient() (kubernetes.Interface, error) {
 		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %q: %w", o.kubeconfig, err)
+		return clients{}, fmt.Errorf("loading kubeconfig %q: %w", o.kubeconfig, err)
 	}
-	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	cfg.UserAgent = "lockstep"
 	// Protobuf halves what the initial list of every pod in the cluster costs to decode.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	return kubernetes.NewForConfig(cfg)
+	var c clients
+	for _, each := range []struct {
+		dst   *kubernetes.Interface
+		qps   float64
+		burst int
+	}{{&c.main, o.qps, o.burst}, {&c.bind, o.bindQPS, o.bindBurst}, {&c.events, o.eventsQPS, o.eventsBurst}} {
+		own := rest.CopyConfig(cfg)
+		own.QPS, own.Burst = float32(each.qps), each.burst
+		if *each.dst, err = kubernetes.NewForConfig(own); err != nil {
+			return clients{}, err
+		}
+	}
+	return c, nil
 }

@@ -44,6 +44,8 @@ func TestValidateBindWaitAgainstSchedulerTimeout(t *testing.T) {
 		{name: "config with an unknown field", mutate: func(o *options) { o.schedulerConfig = typo }, wantErr: "extenderz"},
 		{name: "missing config file", mutate: func(o *options) { o.schedulerConfig = "/nonexistent/scheduler.yaml" }, wantErr: "no such file"},
 		{name: "non-positive waiting time", mutate: func(o *options) { o.defaultWaitingTime = 0 }, wantErr: "--default-waiting-time must be positive"},
+		{name: "non-positive bind rate", mutate: func(o *options) { o.bindQPS = 0 }, wantErr: "--bind-qps and --bind-burst must be positive, got 0 and 1000"},
+		{name: "non-positive events burst", mutate: func(o *options) { o.eventsBurst = 0 }, wantErr: "--events-qps and --events-burst must be positive"},
 		{name: "non-positive body limit", mutate: func(o *options) { o.maxRequestBytes = -1 }, wantErr: "--max-request-bytes must be positive"},
 	}
 	for _, tc := range cases {

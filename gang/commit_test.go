@@ -1,0 +1,182 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/lockstep-sched/lockstep/test/builders"
+)
+
+// apiEnv is a manager whose binder is the real APIBinder over bindingAPI, so that what lockstep
+// records can be checked against what the apiserver did.
+type apiEnv struct {
+	*env
+	api *bindingAPI
+	reg *prometheus.Registry
+}
+
+func newAPIEnv(t *testing.T, cfg Config, nodes []*corev1.Node, pods ...*corev1.Pod) *apiEnv {
+	objs := make([]runtime.Object, len(pods))
+	for i, p := range pods {
+		objs[i] = p
+	}
+	api := newBindingAPI(t, objs...)
+	binder := NewAPIBinder(api.client)
+	binder.Backoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 10 * time.Millisecond}
+	e := &env{t: t, rec: record.NewFakeRecorder(10000), pods: map[string]*corev1.Pod{}}
+	reg := prometheus.NewRegistry()
+	e.m = NewManager(cfg, binder, e.getPod, e.rec, NewMetrics(reg))
+	t.Cleanup(e.m.Stop)
+	for _, n := range nodes {
+		e.m.UpsertNode(n)
+		e.nodes = append(e.nodes, n.Name)
+	}
+	e.add(pods...)
+	return &apiEnv{env: e, api: api, reg: reg}
+}
+
+// The load test's stall: a bind whose context ended before the apiserver saw it must fail, and
+// lockstep must not count the pod bound, or it refuses the scheduler's every retry.
+func TestOrdinaryBindFollowsTheAPI(t *testing.T) {
+	p := builders.Pod("default", "plain").UID("uid-plain").GPU(2).Obj()
+	e := newAPIEnv(t, testConfig(), gpuNodes("n", 1, 2), p)
+	ctx, cancel := context.WithCancel(context.Background())
+	e.api.faults = []bindFault{{before: cancel, refuse: fmt.Errorf("client rate limiter Wait returned an error: %w", context.Canceled)}}
+
+	err := e.m.Bind(ctx, "default", "plain", p.UID, "n-0")
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, e.api.pod("plain").Spec.NodeName)
+	require.Equal(t, []string{"n-0"}, e.filter(builders.Pod("default", "other").GPU(2).Obj()).Feasible,
+		"the GPUs of a pod that is not bound are free")
+
+	require.NoError(t, e.m.Bind(context.Background(), "default", "plain", p.UID, "n-0"), "the scheduler's retry")
+	require.Equal(t, "n-0", e.api.pod("plain").Spec.NodeName)
+	require.Empty(t, e.filter(builders.Pod("default", "other").GPU(2).Obj()).Feasible, "now they are taken")
+}
+
+// Under throttling and apiserver errors a committing gang keeps binding until every member is
+// bound, and the window in which it was partly bound is measured and shown.
+func TestCommitRetriesThroughThrottling(t *testing.T) {
+	cfg := testConfig()
+	cfg.BindWait = 30 * time.Second
+	pods := members("default", "mpi", "w", 4, 4, 1)
+	e := newAPIEnv(t, cfg, gpuNodes("n", 4, 1), pods...)
+	var faults []bindFault
+	for range 6 {
+		faults = append(faults, bindFault{refuse: apierrors.NewTooManyRequests("slow down", 0)}, bindFault{refuse: apierrors.NewServiceUnavailable("etcd leader changed")})
+	}
+	e.api.faults = faults
+
+	held := make([]<-chan error, len(pods))
+	for i, p := range pods {
+		held[i] = e.bindAsync(p, e.filterOne(p))
+	}
+	for i, ch := range held {
+		require.NoError(t, recv(t, ch, pods[i].Name))
+	}
+	for _, p := range pods {
+		require.NotEmpty(t, e.api.pod(p.Name).Spec.NodeName, "%s bound in the apiserver", p.Name)
+	}
+	posts, _ := e.api.writes()
+	require.Equal(t, len(pods)+len(faults), posts, "every refused binding was sent again")
+
+	st := e.status("default", "mpi")
+	require.Equal(t, PhaseBound, st.Phase)
+	require.NotNil(t, st.LastCommit)
+	require.Equal(t, CommitStatus{Started: st.LastCommit.Started, Members: 4, Bound: 4,
+		Duration: st.LastCommit.Duration, PartlyBoundFor: st.LastCommit.PartlyBoundFor}, *st.LastCommit)
+	require.Equal(t, 1, testutil.CollectAndCount(e.reg, "lockstep_gang_commit_seconds"))
+	require.Equal(t, 1, testutil.CollectAndCount(e.reg, "lockstep_gang_partly_bound_seconds"))
+	require.Equal(t, 4.0, testutil.ToFloat64(e.m.metrics.binds.WithLabelValues("gang", "committed")))
+	e.waitEvent(corev1.EventTypeNormal, ReasonBound, "4 members bound in")
+}
+
+// A member deleted while its gang commits stops its binding at once instead of retrying until
+// the commit's deadline; the rest of the commit goes on, and the partial gang is reported.
+func TestCommitStopsForDeletedMember(t *testing.T) {
+	cfg := testConfig()
+	cfg.BindWait = 30 * time.Second
+	cfg.CommitTimeout = time.Minute // far beyond recv's deadline: only cancellation ends w-1's binding in time
+	e := newEnv(t, cfg, gpuNodes("n", 3, 1)...)
+	pods := members("default", "mpi", "w", 3, 3, 1)
+	e.add(pods...)
+	block := make(chan struct{})
+	e.binder.mu.Lock()
+	e.binder.block = block
+	e.binder.mu.Unlock()
+
+	held := make([]<-chan error, len(pods))
+	for i, p := range pods {
+		held[i] = e.bindAsync(p, e.filterOne(p))
+	}
+	e.waitStates("default", "mpi", map[string]string{"default/w-0": "WaitingForQuorum", "default/w-1": "WaitingForQuorum", "default/w-2": "WaitingForQuorum"})
+	require.Eventually(t, func() bool { return e.status("default", "mpi").Phase == PhaseBinding }, 5*time.Second, 5*time.Millisecond)
+
+	e.m.DeletePod(pods[1].UID)
+	require.Eventually(t, func() bool {
+		st := e.status("default", "mpi").LastCommit
+		return st != nil && st.Failed == 1
+	}, 5*time.Second, 5*time.Millisecond, "w-1's binding stops without waiting for the others or the deadline")
+	close(block)
+
+	for i, ch := range held {
+		err := recv(t, ch, pods[i].Name)
+		if i == 1 {
+			require.ErrorIs(t, err, context.Canceled)
+		} else {
+			require.NoError(t, err)
+		}
+	}
+	st := e.status("default", "mpi")
+	require.Equal(t, 2, st.Bound)
+	require.True(t, st.LastCommit.StillPartial)
+	require.Contains(t, st.Reason, "partly bound (2 bound, min-available 3)")
+}
+
+// Condition writes are wake-up calls: when the apiserver cannot keep up they are dropped, counted,
+// and never queued without bound.
+func TestConditionWritesDropWhenQueueIsFull(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewManager(testConfig(), newFakeBinder(), nil, nil, NewMetrics(reg))
+	t.Cleanup(m.Stop)
+	stuck := &blockingConditionWriter{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(stuck.release)
+	write := conditionWrite{"default", "w-0", corev1.PodCondition{Type: ConditionGangScheduled, Reason: ConditionReasonCapacityFreed}}
+
+	m.writeConditions(stuck, []conditionWrite{write})
+	recv(t, stuck.entered, "the first write reaches the writer")
+	writes := make([]conditionWrite, conditionQueueSize+5)
+	for i := range writes {
+		writes[i] = write
+	}
+	m.writeConditions(stuck, writes)
+	require.Equal(t, 5.0, testutil.ToFloat64(m.metrics.droppedConditions))
+}
+
+type blockingConditionWriter struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (w *blockingConditionWriter) SetCondition(ctx context.Context, _, _ string, _ corev1.PodCondition) error {
+	select {
+	case w.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-w.release:
+	case <-ctx.Done():
+	}
+	return nil
+}

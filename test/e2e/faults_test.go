@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/test/faultproxy"
+)
+
+// These tests put faults between lockstep and kube-apiserver (test/faultproxy) and show that a
+// binding counts as done only when the apiserver said so: lockstep's metrics and /debug/gangs
+// agree with the pods as the apiserver has them, no gang stays partial, and nothing stalls.
+
+// addFault installs a rule on the proxy in front of lockstep for the rest of the test.
+func (s *scenario) addFault(rule *faultproxy.Rule) *faultproxy.Rule {
+	remove := env.faults.Add(rule)
+	s.t.Cleanup(remove)
+	return rule
+}
+
+// waitHits waits until the rule has taken n requests.
+func (s *scenario) waitHits(rule *faultproxy.Rule, n int, timeout time.Duration) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	defer cancel()
+	require.NoError(s.t, rule.WaitHits(ctx, n), "the fault to take %d requests (it took %d)", n, rule.Hits())
+}
+
+// bindCounts is lockstep_binds_total summed over kinds: what lockstep believes it bound.
+type bindCounts struct{ committed, failed float64 }
+
+func lockstepBinds(t *testing.T) bindCounts {
+	t.Helper()
+	resp, err := http.Get(env.lockstep.URL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var c bindCounts
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "lockstep_binds_total{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		require.NoError(t, err, line)
+		switch {
+		case strings.Contains(line, `result="committed"`):
+			c.committed += v
+		case strings.Contains(line, `result="failed"`):
+			c.failed += v
+		}
+	}
+	require.NoError(t, sc.Err())
+	return c
+}
+
+// requireNoFalseBinds checks that every binding lockstep counted since before is a pod the
+// apiserver shows bound in the scenario.
+func (s *scenario) requireNoFalseBinds(before bindCounts) bindCounts {
+	s.t.Helper()
+	after := lockstepBinds(s.t)
+	bound := 0
+	for _, p := range s.pods() {
+		if p.Spec.NodeName != "" {
+			bound++
+		}
+	}
+	require.Equal(s.t, float64(bound), after.committed-before.committed,
+		"lockstep counted %v bindings committed; the apiserver shows %d pods bound", after.committed-before.committed, bound)
+	return after
+}
+
+// Throttling and apiserver errors on bindings, ordinary and gang: every pod ends bound, the gang
+// is never partial beyond one commit, and lockstep counts exactly what the apiserver bound.
+func TestBindsRetriedThroughThrottlingAndErrors(t *testing.T) {
+	s := newScenario(t, 4, 4)
+	before := lockstepBinds(t)
+	// No Retry-After: client-go would retry those by itself, and lockstep's own retries are
+	// what is on trial.
+	var rules []*faultproxy.Rule
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusInternalServerError, http.StatusTooManyRequests} {
+		rules = append(rules, s.addFault(&faultproxy.Rule{Match: faultproxy.BindingOf(s.ns, ""), Times: 3, Fault: faultproxy.Status(code, 0)}))
+	}
+	for i := range 4 {
+		s.create(podSpec{name: fmt.Sprintf("plain-%d", i), gpus: 1}.pod())
+	}
+	for i := range 4 {
+		s.create(podSpec{name: fmt.Sprintf("mpi-%d", i), gpus: 2, gang: "mpi", minAvailable: 4}.pod())
+	}
+	s.eventually(90*time.Second, "every pod bound", func() bool { return s.boundIn("plain") == 4 && s.boundIn("mpi") == 4 })
+	for _, r := range rules {
+		require.Equal(t, 3, r.Hits(), "every injected failure reached lockstep")
+	}
+	s.binds.assertNeverPartial(t, "mpi", 4)
+	s.requireNoFalseBinds(before)
+	s.eventually(10*time.Second, "/debug/gangs to show the commit", func() bool {
+		c := s.gangs()["mpi"].LastCommit
+		return c != nil && !c.Running && c.Bound == 4 && c.Failed == 0
+	})
+}
+
+// A binding the apiserver applied but whose answer was lost is found bound on the retry, for an
+// ordinary pod and for a gang member, instead of failing or being bound twice.
+func TestLostBindingAnswers(t *testing.T) {
+	s := newScenario(t, 2, 4)
+	before := lockstepBinds(t)
+	lostPlain := s.addFault(&faultproxy.Rule{Match: faultproxy.BindingOf(s.ns, "plain"), Times: 1, Fault: faultproxy.LoseAnswer()})
+	lostMember := s.addFault(&faultproxy.Rule{Match: faultproxy.BindingOf(s.ns, "pair-1"), Times: 1, Fault: faultproxy.LoseAnswer()})
+
+	s.create(podSpec{name: "plain", gpus: 1}.pod())
+	s.create(podSpec{name: "pair-0", gpus: 2, gang: "pair", minAvailable: 2}.pod())
+	s.create(podSpec{name: "pair-1", gpus: 2, gang: "pair", minAvailable: 2}.pod())
+	s.eventually(60*time.Second, "every pod bound", func() bool { return s.boundIn("plain") == 1 && s.boundIn("pair") == 2 })
+	require.Equal(t, 1, lostPlain.Hits())
+	require.Equal(t, 1, lostMember.Hits())
+	s.binds.assertNeverPartial(t, "pair", 2)
+	after := s.requireNoFalseBinds(before)
+	require.Equal(t, before.failed, after.failed, "a lost answer is settled, not reported as a failure")
+	s.eventually(10*time.Second, "/debug/gangs to show the gang bound", func() bool {
+		g := s.gangs()["pair"]
+		return g.Phase == gang.PhaseBound && g.LastCommit != nil && g.LastCommit.Bound == 2
+	})
+	s.eventually(10*time.Second, "the GPU indices on the pod, written by the binding itself", func() bool {
+		p, err := env.client.CoreV1().Pods(s.ns).Get(s.ctx, "pair-1", metav1.GetOptions{})
+		return err == nil && p.Annotations[gang.AnnotationGPUIDs] != ""
+	})
+}
+
+// The load test's stall: the apiserver does not answer a binding before kube-scheduler gives up
+// on the bind call (httpTimeout 10s). lockstep must report the binding failed and must not count
+// the pod bound, so that the scheduler's retry binds it.
+func TestBindingThatOutlivesTheSchedulersTimeout(t *testing.T) {
+	s := newScenario(t, 1, 2)
+	before := lockstepBinds(t)
+	hold, release := faultproxy.Hold()
+	t.Cleanup(release)
+	held := &faultproxy.Rule{Match: faultproxy.BindingOf(s.ns, "plain"), Fault: hold}
+	remove := env.faults.Add(held)
+	t.Cleanup(remove)
+
+	s.create(podSpec{name: "plain", gpus: 2}.pod())
+	// lockstep cuts an attempt after 5s and sends it again; two held attempts span the
+	// scheduler's 10s timeout, so the scheduler has given up on this bind call.
+	s.waitHits(held, 2, 40*time.Second)
+	s.eventually(20*time.Second, "lockstep to count the binding failed", func() bool {
+		return lockstepBinds(t).failed > before.failed
+	})
+	require.Zero(t, s.boundIn("plain"), "held bindings never reached the apiserver")
+	remove()
+	release()
+
+	s.eventually(90*time.Second, "the scheduler's retry to bind the pod", func() bool { return s.boundIn("plain") == 1 })
+	s.requireNoFalseBinds(before)
+}
+
+// A member deleted while its gang commits stops its binding at once: the commit ends long before
+// --commit-timeout, says so, and the gang completes when the member's controller recreates it.
+func TestMemberDeletedDuringCommit(t *testing.T) {
+	s := newScenario(t, 3, 2)
+	hold, release := faultproxy.Hold()
+	t.Cleanup(release)
+	held := s.addFault(&faultproxy.Rule{Match: faultproxy.BindingOf(s.ns, "trio-2"), Times: 1, Fault: hold})
+	for i := range 3 {
+		s.create(podSpec{name: fmt.Sprintf("trio-%d", i), gpus: 2, gang: "trio", minAvailable: 3}.pod())
+	}
+	s.waitHits(held, 1, 60*time.Second)
+	s.eventually(20*time.Second, "the two others bound", func() bool { return s.boundIn("trio") == 2 })
+
+	s.deletePod("trio-2")
+	deleted := time.Now()
+	s.eventually(10*time.Second, "the commit to end with trio-2 failed", func() bool {
+		c := s.gangs()["trio"].LastCommit
+		return c != nil && !c.Running && c.Failed == 1
+	})
+	require.Less(t, time.Since(deleted), 15*time.Second, "the commit stopped well within --commit-timeout (30s)")
+	c := s.gangs()["trio"].LastCommit
+	require.True(t, c.StillPartial, "the gang is reported partial: %+v", c)
+
+	s.create(podSpec{name: "trio-2", gpus: 2, gang: "trio", minAvailable: 3}.pod())
+	s.eventually(60*time.Second, "the recreated member to complete the gang", func() bool { return s.boundIn("trio") == 3 })
+	s.eventually(10*time.Second, "the gang Bound", func() bool { return s.gangs()["trio"].Phase == gang.PhaseBound })
+}
+
+// A pod bound by someone else while lockstep's binding is on its way: lockstep's binding fails
+// for good (no retries spent on it) and lockstep's record follows the apiserver.
+func TestPodBoundElsewhereMeanwhile(t *testing.T) {
+	s := newScenario(t, 2, 2)
+	before := lockstepBinds(t)
+	hold, release := faultproxy.Hold()
+	t.Cleanup(release)
+	held := s.addFault(&faultproxy.Rule{Match: faultproxy.BindingOf(s.ns, "plain"), Times: 1, Fault: hold})
+	// The scheduler may only choose nodes[0]; "someone else" binds the pod to nodes[1].
+	s.create(podSpec{name: "plain", gpus: 2, nodeSelector: map[string]string{"kubernetes.io/hostname": s.nodes[0]}}.pod())
+	s.waitHits(held, 1, 60*time.Second)
+
+	p, err := env.client.CoreV1().Pods(s.ns).Get(s.ctx, "plain", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, env.client.CoreV1().Pods(s.ns).Bind(s.ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: "plain", UID: p.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: s.nodes[1]},
+	}, metav1.CreateOptions{}))
+	release()
+
+	s.eventually(20*time.Second, "lockstep to count its binding failed", func() bool {
+		return lockstepBinds(t).failed > before.failed
+	})
+	p, err = env.client.CoreV1().Pods(s.ns).Get(s.ctx, "plain", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, s.nodes[1], p.Spec.NodeName)
+	// lockstep counts the pod's GPUs where the apiserver has it, and gave back the ones it chose
+	// on nodes[0]: a 2-GPU pod fits there and nowhere else.
+	s.create(podSpec{name: "next", gpus: 2}.pod())
+	s.eventually(60*time.Second, "the next pod bound on the free node", func() bool {
+		n, err := env.client.CoreV1().Pods(s.ns).Get(s.ctx, "next", metav1.GetOptions{})
+		return err == nil && n.Spec.NodeName == s.nodes[0]
+	})
+}
