@@ -1,7 +1,7 @@
 // Package e2e runs lockstep against a real etcd, kube-apiserver and kube-scheduler on loopback.
 // kube-scheduler runs with the shipped deploy/scheduler-config/lockstep-sidecar.yaml, and lockstep
 // (built with -race) runs as its own process with a ServiceAccount token bound only by the
-// shipped RBAC.
+// shipped RBAC, reaching kube-apiserver through a fault-injecting proxy (test/faultproxy).
 package e2e
 
 import (
@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/lockstep-sched/lockstep/test/cluster"
+	"github.com/lockstep-sched/lockstep/test/faultproxy"
 	"github.com/lockstep-sched/lockstep/test/harness"
 )
 
@@ -25,6 +26,9 @@ var env struct {
 	cluster  *cluster.Cluster
 	client   kubernetes.Interface
 	lockstep *harness.Lockstep
+	// faults sits between lockstep and kube-apiserver; tests add rules to it and remove them
+	// before they end. The suite's own client does not go through it.
+	faults *faultproxy.Proxy
 }
 
 func TestMain(m *testing.M) {
@@ -38,12 +42,12 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...)
 	}
 	// LOCKSTEP_E2E_KEEP=1 keeps every component's log and data for a look after the run.
-	e, err := harness.Up(ctx, harness.Options{Logf: logf, KeepWorkDir: os.Getenv("LOCKSTEP_E2E_KEEP") != "", Race: true})
+	e, err := harness.Up(ctx, harness.Options{Logf: logf, KeepWorkDir: os.Getenv("LOCKSTEP_E2E_KEEP") != "", Race: true, FaultProxy: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: setting up the control plane failed: %v\n", err)
 		return 1
 	}
-	env.root, env.cluster, env.client, env.lockstep = e.Root, e.Cluster, e.Cluster.Client, e.Lockstep
+	env.root, env.cluster, env.client, env.lockstep, env.faults = e.Root, e.Cluster, e.Cluster.Client, e.Lockstep, e.Faults
 	code := m.Run()
 	// lockstep runs with the race detector in its own process: a race shows only in its log.
 	if log, err := os.ReadFile(env.lockstep.LogPath); err == nil && strings.Contains(string(log), "WARNING: DATA RACE") {

@@ -8,8 +8,10 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lockstep-sched/lockstep/test/cluster"
+	"github.com/lockstep-sched/lockstep/test/faultproxy"
 )
 
 // SchedulerConfig is the shipped configuration kube-scheduler runs with: lockstep beside the
@@ -21,6 +23,9 @@ type Env struct {
 	Root     string
 	Cluster  *cluster.Cluster
 	Lockstep *Lockstep
+	// Faults is the proxy lockstep reaches kube-apiserver through when Options.FaultProxy is set,
+	// for tests that make the apiserver fail lockstep's requests; nil otherwise.
+	Faults *faultproxy.Proxy
 }
 
 // Options configure Up.
@@ -29,6 +34,10 @@ type Options struct {
 	KeepWorkDir bool
 	// Race builds lockstep with the race detector, so end-to-end runs check it too.
 	Race bool
+	// FaultProxy runs lockstep against a faultproxy.Proxy (Env.Faults) in front of kube-apiserver.
+	// kube-scheduler and Cluster.Client keep talking to kube-apiserver directly, so injected faults
+	// hit lockstep alone.
+	FaultProxy bool
 }
 
 // Up starts etcd and kube-apiserver, applies the shipped manifests (deploy/manifests and
@@ -69,9 +78,12 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("token for ServiceAccount lockstep-system/lockstep: %w", err)
 	}
-	kubeconfig, err := c.KubeconfigForToken("lockstep", tok.Status.Token)
+	kubeconfig, err := e.lockstepKubeconfig(opts.FaultProxy, tok.Status.Token)
 	if err != nil {
 		return nil, err
+	}
+	if e.Faults != nil {
+		logf("lockstep reaches kube-apiserver through the fault proxy at %s", e.Faults.URL)
 	}
 
 	bin, err := BuildExtender(root, c.WorkDir, opts.Race)
@@ -98,10 +110,31 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	return e, nil
 }
 
-// Down stops lockstep and the control plane.
+// lockstepKubeconfig writes the kubeconfig lockstep runs with, authenticating with token: to
+// kube-apiserver directly, or through a new fault proxy (Env.Faults) when viaProxy.
+func (e *Env) lockstepKubeconfig(viaProxy bool, token string) (string, error) {
+	if !viaProxy {
+		return e.Cluster.KubeconfigForToken("lockstep", token)
+	}
+	p, err := faultproxy.Start(e.Cluster.RESTConfig)
+	if err != nil {
+		return "", err
+	}
+	e.Faults = p
+	path := filepath.Join(e.Cluster.WorkDir, "kubeconfig-lockstep-via-faultproxy.yaml")
+	if err := clientcmd.WriteToFile(*p.Kubeconfig("lockstep", token), path); err != nil {
+		return "", fmt.Errorf("writing lockstep's kubeconfig for the fault proxy: %w", err)
+	}
+	return path, nil
+}
+
+// Down stops lockstep, the fault proxy and the control plane.
 func (e *Env) Down() {
 	if e.Lockstep != nil {
 		e.Lockstep.Kill()
+	}
+	if e.Faults != nil {
+		e.Faults.Close()
 	}
 	if e.Cluster != nil {
 		e.Cluster.Stop()
