@@ -1,10 +1,10 @@
 # lockstep: a kube-scheduler extender for all-or-nothing gang scheduling.
 #   make demo   a local control plane, simulated GPU nodes, the seed scenario, /debug/gangs
 #   make test   unit tests with -race, then the end-to-end suite against real components
-#   make bench  verb latency, allocations and memory, as a table
+#   make bench  verb latency, allocations and memory, then throughput through the real scheduler
 GO ?= go
 
-.PHONY: all build test unit e2e demo bench bench-packing control-plane vet fmt image clean
+.PHONY: all build test unit e2e demo bench bench-throughput bench-packing control-plane scheduler-plugins vet fmt image clean
 
 all: build
 
@@ -16,6 +16,12 @@ build:
 # test/tools into bin/ (about 5 minutes the first time on 2 cores).
 control-plane:
 	bash hack/build-control-plane.sh
+
+# scheduler-plugins' coscheduling scheduler, which `make bench` compares lockstep with, built once
+# from test/tools/scheduler-plugins into bin/sp-scheduler (about 4 minutes the first time). Only the
+# bench targets need it: `make test` does not build it.
+scheduler-plugins:
+	bash hack/build-scheduler-plugins.sh
 
 vet:
 	$(GO) vet ./...
@@ -32,8 +38,14 @@ test: vet control-plane unit e2e
 demo: control-plane
 	$(GO) run ./test/demo
 
-bench: control-plane
+bench: control-plane scheduler-plugins
 	$(GO) run ./test/verbbench
+	$(GO) run ./test/throughput
+
+# Throughput and gang latency through the real kube-scheduler: alone, with lockstep, and
+# scheduler-plugins' coscheduling. Flags: make bench-throughput ARGS="-nodes 100 -ordinary 400 -gangs 25"
+bench-throughput: control-plane scheduler-plugins
+	$(GO) run ./test/throughput $(ARGS)
 
 bench-packing:
 	$(GO) run ./test/packing

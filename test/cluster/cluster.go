@@ -108,7 +108,9 @@ type Cluster struct {
 	apiserver  *process
 	schedMu    sync.Mutex
 	scheduler  *process
-	stopOnce   sync.Once
+	// schedulerURL is the running scheduler's secure port; valid while scheduler != nil.
+	schedulerURL string
+	stopOnce     sync.Once
 }
 
 // Start runs etcd and kube-apiserver and returns once kube-apiserver's /readyz answers 200 and the
@@ -382,6 +384,18 @@ func (c *Cluster) Pids() []int {
 		}
 	}
 	return pids
+}
+
+// Pid is the process ID of a running component: Etcd, KubeAPIServer, or KubeScheduler for the
+// running scheduler whatever its binary; 0 when it does not run.
+func (c *Cluster) Pid(component string) int {
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	p := map[string]*process{Etcd: c.etcd, KubeAPIServer: c.apiserver, KubeScheduler: c.scheduler}[component]
+	if p == nil || p.exited() {
+		return 0
+	}
+	return p.pid()
 }
 
 // Token returns the static token of a user named in Options.Users ("admin" is always there).

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -202,12 +203,17 @@ kind: KubeSchedulerConfiguration
 leaderElection:
   leaderElect: true
 `), 0o644))
-	require.NoError(t, c.StartScheduler(ctx, noExtenders, ""))
+	require.NoError(t, c.StartSchedulerWith(ctx, SchedulerOptions{ConfigPath: noExtenders, Profiling: true}))
 	require.Error(t, c.StartScheduler(ctx, noExtenders, ""), "a second scheduler must be refused")
 	node := waitBound(ctx, t, c, pod1)
 	assert.True(t, gpuNodes[node], "bound to %s, want a GPU node", node)
+	assert.NotZero(t, c.Pid(KubeScheduler))
+	assert.Equal(t, http.StatusOK, schedulerGet(t, c, "/debug/pprof/"), "Profiling opens /debug/pprof/")
+	assert.Equal(t, http.StatusForbidden, schedulerGet(t, c, "/configz"), "only /debug/pprof/ is opened")
 	c.StopScheduler()
 	c.StopScheduler() // idempotent
+	assert.Zero(t, c.Pid(KubeScheduler))
+	assert.Empty(t, c.SchedulerURL())
 
 	// An extender stanza pointing at a dead port gets rewritten to ours; ours admits only gpu-b.
 	var mu sync.Mutex
@@ -252,6 +258,19 @@ extenders:
 	mu.Lock()
 	assert.Contains(t, calls, "/lockstep/filter gpu-pod-2")
 	mu.Unlock()
+}
+
+// schedulerGet asks the running scheduler's secure port for path, without credentials, and returns
+// the status code.
+func schedulerGet(t *testing.T, c *Cluster, path string) int {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, a certificate made at start-up
+	}}
+	resp, err := hc.Get(c.SchedulerURL() + path)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func createGPUPod(ctx context.Context, t *testing.T, c *Cluster, name string) *corev1.Pod {

@@ -21,21 +21,46 @@ import (
 // kube-scheduler's /readyz answers 200, i.e. its informers have synced and it schedules.
 // extenderURL may be empty when the configuration has no extenders.
 func (c *Cluster) StartScheduler(ctx context.Context, configPath, extenderURL string) error {
+	return c.StartSchedulerWith(ctx, SchedulerOptions{ConfigPath: configPath, ExtenderURL: extenderURL})
+}
+
+// SchedulerOptions choose what StartSchedulerWith runs.
+type SchedulerOptions struct {
+	// Binary is the scheduler's file name in BinDir: KubeScheduler (the default) or another build
+	// of kube-scheduler's command, such as scheduler-plugins' (plugins compiled in). Its output
+	// goes to WorkDir/<Binary>.log.
+	Binary string
+	// ConfigPath is the KubeSchedulerConfiguration, rewritten as StartScheduler says.
+	ConfigPath string
+	// ExtenderURL may be empty when the configuration has no extenders.
+	ExtenderURL string
+	// Profiling lets anyone on loopback read /debug/pprof/ on the scheduler's secure port
+	// (SchedulerURL) without credentials. Without it only /healthz, /readyz and /livez are open:
+	// no --authorization-kubeconfig is given, so every other path is denied.
+	Profiling bool
+}
+
+// StartSchedulerWith is StartScheduler with a choice of binary; see SchedulerOptions.
+func (c *Cluster) StartSchedulerWith(ctx context.Context, opts SchedulerOptions) error {
 	c.schedMu.Lock()
 	defer c.schedMu.Unlock()
 	if c.scheduler != nil {
-		return fmt.Errorf("cluster: kube-scheduler is already running (pid %d)", c.scheduler.pid())
+		return fmt.Errorf("cluster: a scheduler is already running (pid %d)", c.scheduler.pid())
 	}
-	if err := checkBinaries(c.BinDir, KubeScheduler); err != nil {
+	name := opts.Binary
+	if name == "" {
+		name = KubeScheduler
+	}
+	if err := checkBinaries(c.BinDir, name); err != nil {
 		return err
 	}
-	in, err := os.ReadFile(configPath)
+	in, err := os.ReadFile(opts.ConfigPath)
 	if err != nil {
 		return fmt.Errorf("cluster: reading scheduler config: %w", err)
 	}
-	out, err := RewriteSchedulerConfig(in, c.AdminKubeconfig, extenderURL)
+	out, err := RewriteSchedulerConfig(in, c.AdminKubeconfig, opts.ExtenderURL)
 	if err != nil {
-		return fmt.Errorf("cluster: %s: %w", configPath, err)
+		return fmt.Errorf("cluster: %s: %w", opts.ConfigPath, err)
 	}
 	rewritten := filepath.Join(c.WorkDir, "scheduler.yaml")
 	if err := os.WriteFile(rewritten, out, 0o644); err != nil {
@@ -58,12 +83,16 @@ func (c *Cluster) StartScheduler(ctx context.Context, configPath, extenderURL st
 		"--cert-dir", certDir,
 		"--v", "2",
 	}
+	if opts.Profiling {
+		// Paths ending in * match by prefix; the first three are the flag's default.
+		args = append(args, "--authorization-always-allow-paths", "/healthz,/readyz,/livez,/debug/pprof/*")
+	}
 	began := time.Now()
-	p, err := startProcess(KubeScheduler, filepath.Join(c.BinDir, KubeScheduler), args, c.WorkDir)
+	p, err := startProcess(name, filepath.Join(c.BinDir, name), args, c.WorkDir)
 	if err != nil {
 		return err
 	}
-	c.logf("cluster: started kube-scheduler (pid %d) with %s", p.pid(), configPath)
+	c.logf("cluster: started %s (pid %d) with %s", name, p.pid(), opts.ConfigPath)
 
 	// Loopback, and the certificate is one kube-scheduler generated in memory a moment ago.
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
@@ -79,11 +108,23 @@ func (c *Cluster) StartScheduler(ctx context.Context, configPath, extenderURL st
 		return err
 	}
 	c.scheduler = p
-	c.logf("cluster: kube-scheduler ready in %s", time.Since(began).Round(time.Millisecond))
+	c.schedulerURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	c.logf("cluster: %s ready in %s", name, time.Since(began).Round(time.Millisecond))
 	return nil
 }
 
-// StopScheduler stops kube-scheduler if it runs (SIGTERM, then SIGKILL after StopTimeout);
+// SchedulerURL is the running scheduler's secure port, https://127.0.0.1:<port> (its certificate
+// is self-signed), or "" when none runs.
+func (c *Cluster) SchedulerURL() string {
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	if c.scheduler == nil {
+		return ""
+	}
+	return c.schedulerURL
+}
+
+// StopScheduler stops the scheduler if one runs (SIGTERM, then SIGKILL after StopTimeout);
 // StartScheduler may then run it again.
 func (c *Cluster) StopScheduler() {
 	c.schedMu.Lock()
@@ -92,8 +133,8 @@ func (c *Cluster) StopScheduler() {
 		return
 	}
 	c.scheduler.stop(StopTimeout)
+	c.logf("cluster: stopped %s", c.scheduler.name)
 	c.scheduler = nil
-	c.logf("cluster: stopped kube-scheduler")
 }
 
 // RewriteSchedulerConfig parses a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1,

@@ -18,7 +18,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -48,6 +47,7 @@ import (
 	"github.com/lockstep-sched/lockstep/test/builders"
 	"github.com/lockstep-sched/lockstep/test/cluster"
 	"github.com/lockstep-sched/lockstep/test/harness"
+	"github.com/lockstep-sched/lockstep/test/procstat"
 )
 
 const (
@@ -141,7 +141,7 @@ func run(calls, binds int, lockstepFlags []string) error {
 			return err
 		}
 		start = time.Now()
-		if quiet := waitUntilQuiet(ctx, c.Pids()); quiet {
+		if quiet := procstat.WaitUntilQuiet(ctx, 2*time.Minute, c.Pids()...); quiet {
 			fmt.Printf("kube-apiserver and etcd idle after %s\n", time.Since(start).Round(100*time.Millisecond))
 		} else {
 			fmt.Printf("kube-apiserver and etcd still busy after %s; measuring anyway\n", time.Since(start).Round(time.Second))
@@ -172,7 +172,7 @@ func run(calls, binds int, lockstepFlags []string) error {
 			rows = append(rows, row{nodes: size, verb: verb, calls: count, p50: pct(lat, 50), p99: pct(lat, 99), max: lat[len(lat)-1]})
 		}
 		if size == 5000 {
-			rssMB = residentMB(ls.Pid())
+			rssMB = procstat.ResidentMB(ls.Pid())
 		}
 	}
 	ls.Kill()
@@ -309,41 +309,6 @@ func waitUntilCounted(ctx context.Context, url string, names []string) error {
 	return pollFeasible(ctx, url, full, names, func(feasible int) bool { return feasible == 0 })
 }
 
-// waitUntilQuiet waits, up to two minutes, until the control plane's processes use under a tenth
-// of a core over a second. After a bulk load kube-apiserver spends a while digesting it; on a
-// two-core machine that competes with lockstep and the client for the CPU and would be measured
-// as lockstep's latency.
-func waitUntilQuiet(ctx context.Context, pids []int) bool {
-	const window, idleTicks = time.Second, 10 // ticks of 10 ms (USER_HZ): a tenth of a core
-	last := cpuTicks(pids)
-	err := wait.PollUntilContextTimeout(ctx, window, 2*time.Minute, false, func(context.Context) (bool, error) {
-		now := cpuTicks(pids)
-		used := now - last
-		last = now
-		return used < idleTicks, nil
-	})
-	return err == nil
-}
-
-// cpuTicks sums the user and system CPU time of processes, in clock ticks, from /proc.
-func cpuTicks(pids []int) int64 {
-	var total int64
-	for _, pid := range pids {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// The command name, in parentheses, may hold spaces; the fields after it are fixed.
-		fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-		if len(fields) > 12 {
-			utime, _ := strconv.ParseInt(fields[11], 10, 64)
-			stime, _ := strconv.ParseInt(fields[12], 10, 64)
-			total += utime + stime
-		}
-	}
-	return total
-}
-
 func pollFeasible(ctx context.Context, url string, p *corev1.Pod, names []string, done func(feasible int) bool) error {
 	body, err := json.Marshal(extenderv1.ExtenderArgs{Pod: p, NodeNames: &names})
 	if err != nil {
@@ -417,18 +382,7 @@ func latency(url, verb string, count int, names []string, pending []*corev1.Pod)
 func profile(url, file string, d time.Duration) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", url, max(1, int(d.Seconds()))))
-		if err != nil {
-			done <- err
-			return
-		}
-		defer resp.Body.Close()
-		out, err := os.Create(file)
-		if err == nil {
-			_, err = out.ReadFrom(resp.Body)
-			err = errors.Join(err, out.Close())
-		}
-		done <- err
+		done <- procstat.CPUProfile(context.Background(), http.DefaultClient, url, max(1, int(d.Seconds())), file)
 	}()
 	return done
 }
@@ -540,18 +494,4 @@ func pct(sorted []time.Duration, p int) time.Duration {
 
 func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64) + "ms"
-}
-
-func residentMB(pid int) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
-			return kb / 1024
-		}
-	}
-	return -1
 }

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// printResults writes the throughput table, the per-phase CPU table, the targets and what went
+// wrong, to out.
+func printResults(out io.Writer, w workload, results []result) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tordinary pods/s\tgang pods/s\tgang done p50\tgang done p99\tmax partial gang\t"+
+		"idle gang p50\tidle gang p99\tlockstep CPU s\tlockstep peak MB\tstalls\tfalse binds\t")
+	for _, r := range results {
+		if r.err != nil && r.ordinary.total == 0 {
+			fmt.Fprintf(tw, "%s\t(did not run: see below)\t\t\t\t\t\t\t\t\t\t\t\n", r.mode.label)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", r.mode.label,
+			perSecond(r.ordinary), perSecond(r.gang),
+			pct(r.gangDone, 50), pct(r.gangDone, 99), seconds(r.maxPartial),
+			pct(r.idle, 50), pct(r.idle, 99),
+			lockstepFigure(r, r.lockstepCPU, 1), lockstepFigure(r, r.peakMB, 0), len(r.stalls), falseBinds(r.falseBinds))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(out, "pods/s: pods bound / (last bind - scheduler ready); * = not all %d ordinary or %d gang pods bound (see stalls).\n",
+		w.ordinary, w.gangs*w.gangSize)
+	fmt.Fprintln(out, "gang done: scheduler ready to the gang's last bind. partial: first to min-available-th bind of one gang "+
+		"(idle gangs included). idle gang: last member's Create returned to last member bound, nothing else pending.")
+	for _, r := range results {
+		if r.maxPartialGang != "" {
+			fmt.Fprintf(out, "longest partly bound, %s: %s for %s\n", r.mode.key, r.maxPartialGang, seconds(r.maxPartial))
+		}
+	}
+	printCosts(out, results)
+	printTargets(out, w, results)
+	printProblems(out, results)
+}
+
+// printCosts shows where each phase's CPU went: on two cores, a phase whose processes together
+// use close to 2 CPU seconds per second is CPU-bound, and the largest user is what limits it.
+func printCosts(out io.Writer, results []result) {
+	fmt.Fprintln(out, "\nCPU seconds per phase: ordinary and gangs from scheduler ready to the last bind; idle over all samples,")
+	fmt.Fprintln(out, "including the waits for a quiet machine before each. cores busy = all CPU seconds / wall seconds (at most 2 here).")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "mode\tphase\tpods bound\twall s\t%s\tcores busy\t\n", strings.Join(costComponents, "\t"))
+	for _, r := range results {
+		for _, c := range r.costs {
+			total := 0.0
+			cells := make([]string, len(costComponents))
+			for i, name := range costComponents {
+				total += c.cpu[name]
+				cells[i] = "-"
+				if v, ok := c.cpu[name]; ok {
+					cells[i] = strconv.FormatFloat(v, 'f', 1, 64)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%.2f\t\n", c.mode, c.phase, c.pods, c.wall.Seconds(),
+				strings.Join(cells, "\t"), total/c.wall.Seconds())
+		}
+	}
+	_ = tw.Flush()
+}
+
+// printTargets reports the targets. They are reported, not asserted: a miss is a finding.
+func printTargets(out io.Writer, w workload, results []result) {
+	byKey := map[string]result{}
+	for _, r := range results {
+		byKey[r.mode.key] = r
+	}
+	fmt.Fprintln(out, "\nTargets (reported, not asserted):")
+	verdict := func(ok bool, target, got string) {
+		v := "MISS"
+		if ok {
+			v = "PASS"
+		}
+		fmt.Fprintf(out, "%s  %s: %s\n", v, target, got)
+	}
+	var clean []string
+	allClean := true
+	for _, r := range results {
+		fb := 0
+		if r.falseBinds != nil {
+			fb = *r.falseBinds
+		}
+		clean = append(clean, fmt.Sprintf("%s %d stalls, %s false binds", r.mode.key, len(r.stalls), falseBinds(r.falseBinds)))
+		allClean = allClean && r.err == nil && len(r.stalls) == 0 && fb == 0
+	}
+	verdict(allClean, "0 false binds and 0 stalls in every mode", strings.Join(clean, "; "))
+	ls, lsOK := byKey["lockstep"]
+	if !lsOK || ls.err != nil {
+		return
+	}
+	verdict(ls.maxPartial <= time.Second, "no gang partly bound for more than 1s with lockstep", seconds(ls.maxPartial))
+	if stock, ok := byKey["stock"]; ok && stock.err == nil {
+		ratio := ls.ordinary.perSecond() / stock.ordinary.perSecond()
+		verdict(ratio >= 0.8, fmt.Sprintf("ordinary pods/s with lockstep >= 80%% of kube-scheduler alone (%d nodes)", w.nodes),
+			fmt.Sprintf("%.0f%% (%s vs %s)", 100*ratio, perSecond(ls.ordinary), perSecond(stock.ordinary)))
+	}
+	if sp, ok := byKey["coscheduling"]; ok && sp.err == nil {
+		verdict(ls.gang.perSecond() > sp.gang.perSecond(), "gang pods/s with lockstep ahead of scheduler-plugins",
+			fmt.Sprintf("%s vs %s", perSecond(ls.gang), perSecond(sp.gang)))
+	}
+	verdict(len(ls.idle) > 0 && percentile(ls.idle, 99) < time.Second, "idle gang latency p99 < 1s with lockstep", pct(ls.idle, 99))
+}
+
+func printProblems(out io.Writer, results []result) {
+	for _, r := range results {
+		for _, s := range r.stalls {
+			fmt.Fprintf(out, "stall: %s: %s\n", r.mode.key, s)
+		}
+		if r.err != nil {
+			fmt.Fprintf(out, "error: %s: %v\n", r.mode.key, r.err)
+		}
+	}
+}
+
+// percentile of unsorted durations (nearest rank); 0 when there are none.
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func perSecond(r rate) string {
+	if r.total == 0 {
+		return "-"
+	}
+	s := strconv.FormatFloat(r.perSecond(), 'f', 1, 64)
+	if r.bound < r.total {
+		s += "*"
+	}
+	return s
+}
+
+// pct formats a percentile of durations, "-" when there are none.
+func pct(d []time.Duration, p int) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	return seconds(percentile(d, p))
+}
+
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + "s"
+}
+
+func lockstepFigure(r result, v float64, decimals int) string {
+	if !r.mode.lockstep {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', decimals, 64)
+}
+
+func falseBinds(n *int) string {
+	if n == nil {
+		return "-"
+	}
+	return strconv.Itoa(*n)
+}
