@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -10,6 +11,27 @@ import (
 // The answers below are written by hand, byte for byte what the encoder writes for the
 // extenderv1 types (the fuzz tests hold them to it): building the upstream structures first and
 // encoding them was most of a call's garbage at thousands of nodes.
+
+// aboveLowest keeps the nodes that score above the lowest score, each lowered by it, compacting
+// names and scores in place. kube-scheduler adds an extender's score to a node's total and gives a
+// node missing from the answer nothing, so lowering every node by the same amount changes no
+// choice. It pays per entry, though: it decodes each one and keeps a map entry and a score record
+// per node, every pod, at thousands of nodes. On a cluster of like nodes most score alike, and the
+// answer shrinks to the few nodes lockstep prefers.
+func aboveLowest(names []string, scores []int64) ([]string, []int64) {
+	if len(scores) == 0 {
+		return names, scores
+	}
+	low := slices.Min(scores)
+	kept := 0
+	for i, score := range scores {
+		if score > low {
+			names[kept], scores[kept] = names[i], score-low
+			kept++
+		}
+	}
+	return names[:kept], scores[:kept]
+}
 
 // appendHostPriorities writes an extenderv1.HostPriorityList of names and scores. plain says
 // every name is known to need no escaping.

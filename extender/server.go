@@ -141,7 +141,9 @@ func (s *server) prioritize(w http.ResponseWriter, r *http.Request) int {
 	if len(call.scores) != len(call.names) {
 		return writeError(w, http.StatusInternalServerError, fmt.Sprintf("lockstep scored %d of %d nodes", len(call.scores), len(call.names)))
 	}
-	call.answer = appendHostPriorities(call.answer, call.names, call.scores, call.plainNames)
+	// Compacted in place: call.names keeps its length, so release still wipes every name.
+	names, scores := aboveLowest(call.names, call.scores)
+	call.answer = appendHostPriorities(call.answer, names, scores, call.plainNames)
 	return writeRaw(w, call.answer)
 }
 

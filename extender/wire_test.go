@@ -4,6 +4,8 @@ import (
 	"bytes"
 	stdjson "encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	json "github.com/goccy/go-json"
@@ -242,4 +244,35 @@ func TestSchedulerArgsTakeTheFastPath(t *testing.T) {
 	require.True(t, call.decodeFast(body), "%s", body)
 	require.Equal(t, names, call.names)
 	require.Equal(t, "w-0", call.args.Pod.Name)
+}
+
+// kube-scheduler adds an extender's score to each node's total and gives a node missing from the
+// answer nothing: an answer keeps the scheduler's choice exactly when, for every pair of nodes,
+// the difference of their scores is what lockstep computed.
+func TestPrioritizeAnswerKeepsDifferences(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := range 500 {
+		n := rng.IntN(40)
+		names, scores := make([]string, n), make([]int64, n)
+		for i := range names {
+			names[i], scores[i] = fmt.Sprintf("n-%d", i), int64(rng.IntN(4)+rng.IntN(2)*6)
+		}
+		wantNames, wantScores := slices.Clone(names), slices.Clone(scores)
+		keptNames, keptScores := aboveLowest(names, scores)
+
+		got := map[string]int64{}
+		for i, name := range keptNames {
+			require.Positive(t, keptScores[i], "round %d: an entry of score 0 is one the scheduler need not decode", round)
+			got[name] = keptScores[i]
+		}
+		for i := range wantNames {
+			for j := range wantNames {
+				require.Equal(t, wantScores[i]-wantScores[j], got[wantNames[i]]-got[wantNames[j]],
+					"round %d: nodes %s and %s", round, wantNames[i], wantNames[j])
+			}
+		}
+		if n > 0 && slices.Min(wantScores) == slices.Max(wantScores) {
+			require.Empty(t, keptNames, "round %d: nodes all alike need no answer at all", round)
+		}
+	}
 }

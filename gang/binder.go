@@ -24,6 +24,10 @@ var (
 	ErrBoundElsewhere = errors.New("pod is bound to another node")
 )
 
+// errNotSent: the caller's context ended while earlier bindings were on their way, so this one
+// never left lockstep and needs no read to settle it.
+var errNotSent = errors.New("the binding waited for its turn and was not sent")
+
 // Permanent reports whether a binding error says the pod can never be bound where lockstep wanted.
 func Permanent(err error) bool {
 	return errors.Is(err, ErrPodGone) || errors.Is(err, ErrBoundElsewhere)
@@ -39,12 +43,25 @@ type APIBinder struct {
 	Backoff wait.Backoff
 	// AttemptTimeout bounds one request, so that a request the apiserver never answers is sent
 	// again (and, if it landed meanwhile, found bound) instead of using up the caller's deadline.
+	// It is long on purpose: an overloaded apiserver answers late, and sending again a binding it
+	// is still working on doubles its load just when it can least take it.
 	AttemptTimeout time.Duration
+	// inFlight caps the binding requests on their way at once, across every commit and ordinary
+	// bind. Hundreds of gangs can reach quorum within a second; sent all at once, their bindings
+	// queue inside the apiserver, each waits behind all the others, and every gang stays partly
+	// bound for as long. Waiting here instead, in arrival order, lets each gang's bindings go out
+	// together. nil means no cap.
+	inFlight chan struct{}
 	// ConfirmTimeout bounds the read that settles an unknown outcome after the caller's context
 	// ended: the scheduler may have given up on the call, but lockstep's own record of the pod
 	// must still follow what the apiserver did.
 	ConfirmTimeout time.Duration
 }
+
+// DefaultBindsInFlight is how many binding requests lockstep has on their way at once. A binding
+// costs the apiserver a few milliseconds, so 32 at a time is thousands a second, far above
+// --bind-qps, on a healthy control plane; on a loaded one it keeps the queue on lockstep's side.
+const DefaultBindsInFlight = 32
 
 // NewAPIBinder retries quickly at first (most failures are a moment's throttling or an etcd
 // leader change) and at most once a second after that.
@@ -52,8 +69,9 @@ func NewAPIBinder(client kubernetes.Interface) *APIBinder {
 	return &APIBinder{
 		Client:         client,
 		Backoff:        wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: time.Second},
-		AttemptTimeout: 5 * time.Second,
+		AttemptTimeout: 15 * time.Second,
 		ConfirmTimeout: 5 * time.Second,
+		inFlight:       make(chan struct{}, DefaultBindsInFlight),
 	}
 }
 
@@ -102,6 +120,14 @@ func (b *APIBinder) Bind(ctx context.Context, namespace, name string, uid types.
 }
 
 func (b *APIBinder) post(ctx context.Context, binding *corev1.Binding) error {
+	if b.inFlight != nil {
+		select {
+		case b.inFlight <- struct{}{}:
+			defer func() { <-b.inFlight }()
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", errNotSent, ctx.Err())
+		}
+	}
 	if b.AttemptTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.AttemptTimeout)
@@ -174,7 +200,7 @@ func needsRead(err error) bool {
 
 // answerMayBeLost: the request may have been applied although no answer said so.
 func answerMayBeLost(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, errNotSent) {
 		return false
 	}
 	var status apierrors.APIStatus

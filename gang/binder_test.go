@@ -289,3 +289,47 @@ func TestAPIBinderAttemptTimeout(t *testing.T) {
 	require.NoError(t, b.Bind(context.Background(), "default", "w-0", types.UID("uid-w-0"), "n-0", nil))
 	require.Equal(t, 2, calls)
 }
+
+// Bindings beyond the in-flight cap wait their turn in lockstep, not inside the apiserver, and
+// one whose caller gives up while waiting was never sent: it fails without a read to settle it.
+func TestAPIBinderCapsBindingsInFlight(t *testing.T) {
+	pods := []runtime.Object{
+		builders.Pod("default", "a").UID("uid-a").Obj(),
+		builders.Pod("default", "b").UID("uid-b").Obj(),
+		builders.Pod("default", "c").UID("uid-c").Obj(),
+	}
+	api := newBindingAPI(t, pods...)
+	entered, release := make(chan string, 3), make(chan struct{})
+	api.client.PrependReactor("create", "pods/binding", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		entered <- action.(k8stesting.CreateAction).GetObject().(*corev1.Binding).Name
+		<-release
+		return false, nil, nil
+	})
+	b := NewAPIBinder(api.client)
+	b.inFlight = make(chan struct{}, 1)
+
+	first := make(chan error, 1)
+	go func() { first <- b.Bind(context.Background(), "default", "a", "uid-a", "n-0", nil) }()
+	require.Equal(t, "a", recv(t, entered, "the first binding reaches the apiserver"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	second := make(chan error, 1)
+	go func() { second <- b.Bind(ctx, "default", "b", "uid-b", "n-0", nil) }()
+	third := make(chan error, 1)
+	go func() { third <- b.Bind(context.Background(), "default", "c", "uid-c", "n-0", nil) }()
+	requireNoValue(t, entered, "a binding beyond the cap")
+	cancel()
+	err := recv(t, second, "the binding whose caller gave up")
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, errNotSent)
+
+	close(release)
+	require.NoError(t, recv(t, first, "first binding"))
+	require.Equal(t, "c", recv(t, entered, "the waiting binding goes once the first is answered"))
+	require.NoError(t, recv(t, third, "third binding"))
+	for _, act := range api.client.Actions() {
+		if get, ok := act.(k8stesting.GetAction); ok {
+			require.NotEqual(t, "b", get.GetName(), "a binding never sent needs no read")
+		}
+	}
+}

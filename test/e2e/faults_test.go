@@ -150,9 +150,10 @@ func TestBindingThatOutlivesTheSchedulersTimeout(t *testing.T) {
 	t.Cleanup(remove)
 
 	s.create(podSpec{name: "plain", gpus: 2}.pod())
-	// lockstep cuts an attempt after 5s and sends it again; two held attempts span the
-	// scheduler's 10s timeout, so the scheduler has given up on this bind call.
-	s.waitHits(held, 2, 40*time.Second)
+	// The first attempt is held until kube-scheduler gives up on the bind call (10s) and lockstep's
+	// context ends with it; a second held attempt is the scheduler's retry, so by then lockstep
+	// has answered the first call.
+	s.waitHits(held, 2, 60*time.Second)
 	s.eventually(20*time.Second, "lockstep to count the binding failed", func() bool {
 		return lockstepBinds(t).failed > before.failed
 	})

@@ -70,6 +70,8 @@ type options struct {
 	keep       bool
 	// schedulerQPS overrides the schedulers' client rate limits; 0 keeps the shipped ones.
 	schedulerQPS int
+	// lockstepFlags follow the Deployment's arguments, to measure lockstep under other settings.
+	lockstepFlags []string
 }
 
 func main() {
@@ -87,9 +89,12 @@ func main() {
 	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "write CPU profiles of the scheduler and lockstep over the start of each phase to DIR and print their top entries")
 	flag.IntVar(&o.profileFor, "profile-seconds", 10, "length of each CPU profile, from the scheduler's start")
 	flag.IntVar(&o.schedulerQPS, "scheduler-qps", 0, "set clientConnection.qps (burst twice that) of the schedulers in every mode, to see past their client rate limit; 0 keeps lockstep-sidecar.yaml's (kube-scheduler's default, 50)")
+	var lockstepFlags string
+	flag.StringVar(&lockstepFlags, "lockstep-flags", "", "extra flags for lockstep after the Deployment's, space-separated (e.g. \"-v=6\" to log every API request with its latency)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (logs of every component, configurations) and print its path")
 	flag.Parse()
 	o.modes = strings.Split(modes, ",")
+	o.lockstepFlags = strings.Fields(lockstepFlags)
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "throughput:", err)
 		os.Exit(2)
@@ -168,7 +173,7 @@ func run(ctx context.Context, o options) error {
 func setUp(ctx context.Context, c *cluster.Cluster, root string, o options) (*bench, []mode, error) {
 	cfg := rest.CopyConfig(c.RESTConfig)
 	cfg.QPS, cfg.Burst = 5000, 10000
-	b := &bench{c: c, w: o.w, stall: o.stall}
+	b := &bench{c: c, w: o.w, stall: o.stall, lockstepFlags: o.lockstepFlags}
 	var err error
 	if b.client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, nil, err

@@ -39,6 +39,8 @@ type bench struct {
 	stall    time.Duration
 	prof     *profiler
 	lockstep string // the lockstep binary, built at the start of the run
+	// lockstepFlags follow the Deployment's arguments (-lockstep-flags).
+	lockstepFlags []string
 }
 
 // result is what one mode measured.
@@ -96,7 +98,7 @@ func (b *bench) runMode(ctx context.Context, m mode) (res result) {
 	var lockstepStart int64
 	if m.lockstep {
 		var err error
-		if ls, err = startLockstep(ctx, b.c, b.lockstep, m.config, b.prof != nil); err != nil {
+		if ls, err = startLockstep(ctx, b.c, b.lockstep, m.config, b.prof != nil, b.lockstepFlags); err != nil {
 			res.err = err
 			return res
 		}
