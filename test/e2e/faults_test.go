@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/faultproxy"
@@ -226,4 +228,34 @@ func TestPodBoundElsewhereMeanwhile(t *testing.T) {
 		n, err := env.client.CoreV1().Pods(s.ns).Get(s.ctx, "next", metav1.GetOptions{})
 		return err == nil && n.Spec.NodeName == s.nodes[0]
 	})
+}
+
+// The shipped FlowSchema puts lockstep's pod reads and bindings at kube-scheduler's priority
+// level: the apiserver names the FlowSchema that matched each request in a response header.
+func TestBindingsShareTheSchedulersPriorityLevel(t *testing.T) {
+	s := newScenario(t, 1, 1)
+	expiry := int64(600)
+	tok, err := env.client.CoreV1().ServiceAccounts("lockstep-system").CreateToken(s.ctx, "lockstep",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cfg := rest.AnonymousClientConfig(env.cluster.RESTConfig)
+	cfg.BearerToken = tok.Status.Token
+	hc, err := rest.HTTPClientFor(cfg)
+	require.NoError(t, err)
+	fs, err := env.client.FlowcontrolV1().FlowSchemas().Get(s.ctx, "lockstep-bindings", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "workload-high", fs.Spec.PriorityLevelConfiguration.Name)
+
+	flowSchemaOf := func(method, path string) string {
+		req, err := http.NewRequestWithContext(s.ctx, method, cfg.Host+path, strings.NewReader("{}"))
+		require.NoError(t, err)
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
+	}
+	s.create(podSpec{name: "plain", nodeSelector: unplaceable}.pod())
+	require.Equal(t, string(fs.UID), flowSchemaOf(http.MethodGet, "/api/v1/namespaces/"+s.ns+"/pods/plain"), "a pod read")
+	require.Equal(t, string(fs.UID), flowSchemaOf(http.MethodPost, "/api/v1/namespaces/"+s.ns+"/pods/plain/binding"), "a binding (this one malformed, refused after matching)")
+	require.NotEqual(t, string(fs.UID), flowSchemaOf(http.MethodGet, "/api/v1/namespaces/"+s.ns+"/pods"), "lists stay where they were")
 }

@@ -143,7 +143,7 @@ func (e *Env) Down() {
 
 func shippedManifests(root string) ([]*unstructured.Unstructured, error) {
 	files := []string{}
-	for _, f := range []string{"namespace.yaml", "rbac.yaml", "configmap.yaml", "deployment.yaml"} {
+	for _, f := range []string{"namespace.yaml", "rbac.yaml", "flowschema.yaml", "configmap.yaml", "deployment.yaml"} {
 		files = append(files, filepath.Join(root, "deploy/manifests", f))
 	}
 	agent, err := filepath.Glob(filepath.Join(root, "deploy/gpu-agent/*.yaml"))
