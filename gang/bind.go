@@ -172,10 +172,11 @@ func (m *Manager) startCommitLocked(g *gangInfo, res *reservation) {
 			todo = append(todo, item)
 		}
 	}
-	g.lastCommit = newCommitRecord(m.now(), len(todo), g.boundCount(), g.minAvailable())
+	rec := newCommitRecord(m.now(), len(todo), g.boundCount(), g.minAvailable())
+	g.lastCommit = rec
 	g.lastReason = fmt.Sprintf("gang %s: quorum reached (%d members ready), binding", g.key, len(todo)+g.boundCount())
 	klog.InfoS("Gang committing", "gang", g.key, "members", len(todo))
-	go m.commit(cancel, g, res, todo)
+	go m.commit(cancel, g, res, rec, todo)
 }
 
 // commitItem is one member's binding in a commit, with the context that can stop it.
@@ -189,27 +190,25 @@ type commitOutcome struct {
 	err  error
 }
 
-// commit writes the bindings in parallel and records each answer as it comes, so that lockstep's
-// state, /debug/gangs and the partly-bound clock follow the apiserver binding by binding.
-func (m *Manager) commit(cancel context.CancelFunc, g *gangInfo, res *reservation, todo []commitItem) {
+// commit writes the bindings at once (the Binder paces what reaches the apiserver) and records
+// each answer as it comes, so that lockstep's state, /debug/gangs and the partly-bound clock
+// follow the apiserver binding by binding.
+func (m *Manager) commit(cancel context.CancelFunc, g *gangInfo, res *reservation, rec *commitRecord, todo []commitItem) {
 	defer cancel()
 	outcomes := make(chan commitOutcome, len(todo))
-	sem := make(chan struct{}, m.cfg.BindParallelism)
 	for _, it := range todo {
 		go func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
 			p := it.slot.pod
 			outcomes <- commitOutcome{it.slot, m.binder.Bind(it.ctx, p.namespace, p.name, p.uid, it.slot.node, it.slot.gpuIDs)}
 		}()
 	}
 	for range todo {
-		m.recordOutcome(g, <-outcomes)
+		m.recordOutcome(g, rec, <-outcomes)
 	}
-	m.finishCommit(g, res, todo)
+	m.finishCommit(g, res, rec, todo)
 }
 
-func (m *Manager) recordOutcome(g *gangInfo, out commitOutcome) {
+func (m *Manager) recordOutcome(g *gangInfo, rec *commitRecord, out commitOutcome) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := out.slot
@@ -218,23 +217,22 @@ func (m *Manager) recordOutcome(g *gangInfo, out commitOutcome) {
 	if out.err != nil {
 		s.state, s.err = slotFailed, out.err
 		m.state.unchooseGPUs(s.node, s.pod.uid, s.gpuIDs)
-		g.lastCommit.failed++
+		rec.failed++
 		return
 	}
 	s.state = slotBound
 	if cur, ok := m.state.pods[s.pod.uid]; ok {
 		m.state.markBound(cur, s.node, s.gpuIDs)
 	}
-	g.lastCommit.bindingConfirmed(m.now(), g.boundCount())
+	rec.bindingConfirmed(m.now(), g.boundCount())
 }
 
-func (m *Manager) finishCommit(g *gangInfo, res *reservation, todo []commitItem) {
+func (m *Manager) finishCommit(g *gangInfo, res *reservation, rec *commitRecord, todo []commitItem) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	res.state = released
 	m.reservations.Delete(res.gang)
 	close(res.done)
-	rec := g.lastCommit
 	rec.finish(m.now())
 	m.metrics.observeCommit(rec)
 

@@ -37,8 +37,6 @@ type Config struct {
 	CommitTimeout time.Duration
 	// ExpiryCheckInterval is how often expired reservations are swept to mark their gangs TimedOut.
 	ExpiryCheckInterval time.Duration
-	// BindParallelism caps concurrent binding requests while a gang commits.
-	BindParallelism int
 }
 
 const (
@@ -59,9 +57,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ExpiryCheckInterval <= 0 {
 		c.ExpiryCheckInterval = time.Second
-	}
-	if c.BindParallelism <= 0 {
-		c.BindParallelism = 16
 	}
 	return c
 }
