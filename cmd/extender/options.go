@@ -22,8 +22,8 @@ import (
 const bindMargin = time.Second
 
 // Bindings get a rate limit well above what kube-scheduler can ask of them: it binds one pod at a
-// time from one scheduling loop, about 150 pods/s on 2 cores and a few hundred on large control
-// planes (upstream's scheduler_perf), and each binding is one write. 500/s with a burst of 1,000
+// time from one scheduling loop, about 200 pods/s on 2 cores (make bench) and a few hundred on
+// large control planes (upstream's scheduler_perf), and each binding is one write. 500/s with a burst of 1,000
 // leaves the limiter idle at any rate the scheduler reaches, absorbs many gangs committing at
 // once, and still stops a runaway loop; the apiserver's own priority and fairness answers 429 if
 // it is overloaded, and lockstep retries those.

@@ -313,20 +313,35 @@ func TestDelayForwardsLate(t *testing.T) {
 	require.Equal(t, []string{"ns/p"}, a.bindings())
 }
 
-func TestDelayGivesUpWhenTheClientGoesAway(t *testing.T) {
-	a := startAPIServer(t)
-	p, client := startProxy(t, a)
-	rule := &Rule{Match: Binding(), Fault: Delay(time.Hour)}
-	defer p.Add(rule)()
+// A request held by Delay or Hold whose client goes away never reaches the apiserver, not even
+// when the hold is released afterwards.
+func TestWaitingFaultsGiveUpWhenTheClientGoesAway(t *testing.T) {
+	cases := []struct {
+		name  string
+		fault func() (Fault, func())
+	}{
+		{"delay", func() (Fault, func()) { return Delay(time.Hour), func() {} }},
+		{"hold", Hold},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := startAPIServer(t)
+			p, client := startProxy(t, a)
+			fault, release := tc.fault()
+			rule := &Rule{Match: Binding(), Fault: fault}
+			defer p.Add(rule)()
 
-	ctx, cancel := context.WithCancel(testContext(t))
-	done := make(chan error, 1)
-	go func() { done <- bind(ctx, client, "ns", "p") }()
-	require.NoError(t, rule.WaitHits(testContext(t), 1))
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
-	waitIdle(t, p)
-	require.Empty(t, a.bindings())
+			ctx, cancel := context.WithCancel(testContext(t))
+			done := make(chan error, 1)
+			go func() { done <- bind(ctx, client, "ns", "p") }()
+			require.NoError(t, rule.WaitHits(testContext(t), 1))
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+			waitIdle(t, p)
+			release()
+			require.Empty(t, a.bindings())
+		})
+	}
 }
 
 func TestHoldForwardsOnRelease(t *testing.T) {
@@ -347,24 +362,6 @@ func TestHoldForwardsOnRelease(t *testing.T) {
 
 	require.NoError(t, bind(ctx, client, "ns", "q"), "after release requests pass at once")
 	require.Equal(t, 2, rule.Hits())
-}
-
-func TestHoldGivesUpWhenTheClientGoesAway(t *testing.T) {
-	a := startAPIServer(t)
-	p, client := startProxy(t, a)
-	hold, release := Hold()
-	rule := &Rule{Match: Binding(), Fault: hold}
-	defer p.Add(rule)()
-
-	ctx, cancel := context.WithCancel(testContext(t))
-	done := make(chan error, 1)
-	go func() { done <- bind(ctx, client, "ns", "p") }()
-	require.NoError(t, rule.WaitHits(testContext(t), 1))
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
-	waitIdle(t, p)
-	release()
-	require.Empty(t, a.bindings())
 }
 
 func TestCloseDropsHeldRequests(t *testing.T) {
