@@ -282,9 +282,26 @@ func watchBinds(t *testing.T, ctx context.Context, ns string) *bindLog {
 }
 
 // assertNeverPartial checks that a gang was either never bound, or that its first minAvailable
-// members were bound within one commit of each other: no partial gang persisted.
+// members were bound within one commit of each other: no partial gang persisted. Callers usually
+// come here once a list from the API showed the gang bound; the watch behind the log may still be
+// a moment behind that list, so it is given a few seconds to catch up first.
 func (l *bindLog) assertNeverPartial(t *testing.T, gangName string, minAvailable int) {
 	t.Helper()
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		n := len(l.bindTimes(gangName))
+		return n == 0 || n >= minAvailable, nil
+	})
+	times := l.bindTimes(gangName)
+	if len(times) == 0 {
+		return
+	}
+	require.GreaterOrEqual(t, len(times), minAvailable, "gang %s ended partial: %d of min-available %d bound", gangName, len(times), minAvailable)
+	spread := times[minAvailable-1].Sub(times[0])
+	require.Less(t, spread, 5*time.Second, "gang %s: its first %d members were bound %s apart; a commit binds them together", gangName, minAvailable, spread)
+}
+
+// bindTimes is when each member of a gang was first seen bound, earliest first.
+func (l *bindLog) bindTimes(gangName string) []time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var times []time.Time
@@ -293,11 +310,6 @@ func (l *bindLog) assertNeverPartial(t *testing.T, gangName string, minAvailable
 			times = append(times, l.at[pod])
 		}
 	}
-	if len(times) == 0 {
-		return
-	}
 	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
-	require.GreaterOrEqual(t, len(times), minAvailable, "gang %s ended partial: %d of min-available %d bound", gangName, len(times), minAvailable)
-	spread := times[minAvailable-1].Sub(times[0])
-	require.Less(t, spread, 5*time.Second, "gang %s: its first %d members were bound %s apart; a commit binds them together", gangName, minAvailable, spread)
+	return times
 }
