@@ -36,6 +36,7 @@ type Scheduler interface {
 	Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int64
 	Bind(ctx context.Context, namespace, name string, uid types.UID, node string) error
 	Status(namespace string) []gang.GangStatus
+	Nodes(onlyProblems bool) []gang.NodeStatus
 }
 
 // Options configure the handler.
@@ -61,7 +62,7 @@ type server struct {
 }
 
 // NewHandler returns the extender's routes: POST /filter, /prioritize and /bind for the
-// scheduler; GET /debug/gangs, /healthz, /readyz and /metrics for people and probes.
+// scheduler; GET /debug/gangs, /debug/nodes, /healthz, /readyz and /metrics for people and probes.
 func NewHandler(sched Scheduler, opts Options) http.Handler {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = DefaultMaxRequestBytes
@@ -72,7 +73,7 @@ func NewHandler(sched Scheduler, opts Options) http.Handler {
 	s := &server{sched: sched, opts: opts}
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; the extender serves POST /filter, /prioritize, /bind and GET /debug/gangs", r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; the extender serves POST /filter, /prioritize, /bind and GET /debug/gangs, /debug/nodes", r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
@@ -90,6 +91,7 @@ func NewHandler(sched Scheduler, opts Options) http.Handler {
 	r.Post("/prioritize", s.timed("prioritize", s.prioritize))
 	r.Post("/bind", s.timed("bind", s.bind))
 	r.Get("/debug/gangs", s.gangs)
+	r.Get("/debug/nodes", s.nodes)
 	if opts.Profiling {
 		r.Mount("/debug", middleware.Profiler())
 	}
@@ -167,6 +169,12 @@ func (s *server) bind(w http.ResponseWriter, r *http.Request) int {
 
 func (s *server) gangs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.sched.Status(r.URL.Query().Get("namespace")))
+}
+
+// nodes lists what lockstep knows of each node; ?problems=true keeps those with an invalid
+// topology annotation.
+func (s *server) nodes(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.sched.Nodes(r.URL.Query().Get("problems") == "true"))
 }
 
 // decodeExtenderArgs reads the arguments of filter and prioritize, which must name a pod. The

@@ -83,6 +83,13 @@ func (s *stubScheduler) Bind(_ context.Context, namespace, name string, uid type
 	return s.bindErr
 }
 
+func (s *stubScheduler) Nodes(onlyProblems bool) []gang.NodeStatus {
+	if onlyProblems {
+		return []gang.NodeStatus{{Name: "bad", TopologyError: "broken"}}
+	}
+	return []gang.NodeStatus{{Name: "bad", TopologyError: "broken"}, {Name: "good"}}
+}
+
 func (s *stubScheduler) Status(namespace string) []gang.GangStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -494,6 +501,16 @@ func roundTrip(srv *httptest.Server, pod *corev1.Pod, names []string) error {
 	}
 	var br extenderv1.ExtenderBindingResult
 	return call("/bind", extenderv1.ExtenderBindingArgs{PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: feasible[0]}, &br)
+}
+
+func TestDebugNodes(t *testing.T) {
+	srv := serve(t, &stubScheduler{}, extender.Options{})
+	code, body := get(t, srv, "/debug/nodes")
+	require.Equal(t, http.StatusOK, code)
+	require.Len(t, decode[[]gang.NodeStatus](t, body), 2)
+	code, body = get(t, srv, "/debug/nodes?problems=true")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, []gang.NodeStatus{{Name: "bad", TopologyError: "broken"}}, decode[[]gang.NodeStatus](t, body))
 }
 
 // The profiler is served only when asked for, and never in the way of /debug/gangs.

@@ -135,11 +135,17 @@ func (m *Manager) Stop() { m.stopOnce.Do(func() { close(m.stop) }) }
 
 // --- informer input -------------------------------------------------------------------------
 
-// UpsertNode records a node's capacity.
+// UpsertNode records a node's capacity and GPU topology, and reports a topology annotation that
+// became invalid.
 func (m *Manager) UpsertNode(node *corev1.Node) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var before error
+	if n, ok := m.state.nodes[node.Name]; ok {
+		before = n.topoErr
+	}
 	m.state.upsertNode(node)
+	m.reportTopologyLocked(node, before)
 }
 
 // DeleteNode forgets a node's capacity.

@@ -88,7 +88,7 @@ func (c *gangCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *gangCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[Phase]int{PhaseWaiting: 0, PhaseReserving: 0, PhaseBound: 0, PhaseTimedOut: 0}
+	counts := map[Phase]int{PhaseWaiting: 0, PhaseReserving: 0, PhaseBinding: 0, PhaseBound: 0, PhaseTimedOut: 0}
 	slots, gpus := 0, int64(0)
 	for _, g := range c.m.Status("") {
 		counts[g.Phase]++

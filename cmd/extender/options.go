@@ -83,7 +83,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "kubeconfig file; empty means the in-cluster service account")
-	fs.StringVar(&o.listen, "listen", o.listen, "HOST:PORT to serve the extender verbs, /debug/gangs, /healthz, /readyz and /metrics on")
+	fs.StringVar(&o.listen, "listen", o.listen, "HOST:PORT to serve the extender verbs, /debug/gangs, /debug/nodes, /healthz, /readyz and /metrics on")
 	fs.DurationVar(&o.bindWait, "bind-wait", o.bindWait, "how long a gang member's bind call is held waiting for quorum before it answers with an error (the pod keeps its reservation and lockstep binds it when the quorum arrives); must be at least 1s below the scheduler's httpTimeout")
 	fs.DurationVar(&o.httpTimeout, "scheduler-http-timeout", o.httpTimeout, "the httpTimeout of lockstep's stanza in the scheduler configuration (kube-scheduler uses 5s when unset); ignored when --scheduler-config is given")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", o.schedulerConfig, "KubeSchedulerConfiguration file the scheduler runs with; lockstep reads its extender httpTimeout from it")

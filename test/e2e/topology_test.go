@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -88,4 +90,42 @@ func dgx1Topology(t *testing.T) *gpu.Topology {
 	require.NoError(t, err)
 	require.Equal(t, gpu.SourceKnownSystem, source)
 	return topo
+}
+
+// A node whose topology annotation does not parse is named, with what is wrong, in
+// /debug/nodes?problems=true and in a Warning Event on the Node, and still takes GPU pods with the
+// fallback topology.
+func TestInvalidTopologyAnnotationIsReported(t *testing.T) {
+	s := newScenarioWithNodes(t,
+		cluster.NodeSpec{Name: "garbled", GPUs: 4, Annotations: map[string]string{gpu.AnnotationKey: "{not json"}})
+	node := s.nodes[0]
+	var problem gang.NodeStatus
+	s.eventually(30*time.Second, "/debug/nodes to report the node", func() bool {
+		resp, err := http.Get(env.lockstep.URL + "/debug/nodes?problems=true")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var list []gang.NodeStatus
+		if json.NewDecoder(resp.Body).Decode(&list) != nil {
+			return false
+		}
+		for _, n := range list {
+			if n.Name == node {
+				problem = n
+				return true
+			}
+		}
+		return false
+	})
+	require.Contains(t, problem.TopologyError, "node "+node)
+	require.Equal(t, "uniform", problem.TopologySource)
+	s.eventually(30*time.Second, "a GPUTopologyInvalid event on the Node", func() bool {
+		list, err := env.client.CoreV1().Events(metav1.NamespaceDefault).List(s.ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + gang.ReasonTopologyInvalid,
+		})
+		return err == nil && len(list.Items) > 0 && strings.Contains(list.Items[0].Message, gpu.AnnotationKey)
+	})
+	s.create(podSpec{name: "uses-it", gpus: 2}.pod())
+	s.eventually(60*time.Second, "a GPU pod bound on the node anyway", func() bool { return s.boundIn("uses-it") == 1 })
 }
