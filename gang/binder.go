@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Errors a Binder wraps when the apiserver proved that a binding can never succeed: retrying
-// them spends the commit's time and the client's rate limit for nothing.
+// Errors APIBinder wraps, at once and without retrying, when the apiserver proved that a binding
+// can never succeed: retries would spend the commit's time and the client's rate limit for nothing.
 var (
 	// ErrPodGone: the pod was deleted, is being deleted, or was recreated under a new uid.
 	ErrPodGone = errors.New("pod is gone")
@@ -27,11 +27,6 @@ var (
 // errNotSent: the caller's context ended while earlier bindings were on their way, so this one
 // never left lockstep and needs no read to settle it.
 var errNotSent = errors.New("the binding waited for its turn and was not sent")
-
-// Permanent reports whether a binding error says the pod can never be bound where lockstep wanted.
-func Permanent(err error) bool {
-	return errors.Is(err, ErrPodGone) || errors.Is(err, ErrBoundElsewhere)
-}
 
 // APIBinder posts pods/binding through client-go. It reports success only when the apiserver
 // confirmed the pod bound to the node: by answering the binding itself, or, when an answer was

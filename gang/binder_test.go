@@ -258,13 +258,6 @@ func TestAPIBinder(t *testing.T) {
 	}
 }
 
-func TestPermanentBindErrors(t *testing.T) {
-	require.True(t, Permanent(fmt.Errorf("binding: %w", ErrPodGone)))
-	require.True(t, Permanent(fmt.Errorf("binding: %w", ErrBoundElsewhere)))
-	require.False(t, Permanent(apierrors.NewTooManyRequests("slow down", 1)))
-	require.False(t, Permanent(context.DeadlineExceeded))
-}
-
 // A slow apiserver must not hold one attempt for the caller's whole deadline: the attempt is cut
 // off and sent again, and a landed first attempt is then found by the retry's conflict.
 func TestAPIBinderAttemptTimeout(t *testing.T) {
