@@ -180,3 +180,46 @@ func (w *blockingConditionWriter) SetCondition(ctx context.Context, _, _ string,
 	}
 	return nil
 }
+
+// The partly-bound clock runs from the first confirmed binding that leaves the gang below
+// min-available to the binding that reaches it, or to the commit's end if none does.
+func TestCommitRecordPartlyBoundClock(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tests := []struct {
+		name         string
+		boundBefore  int
+		minAvailable int
+		// confirmed are the milliseconds at which bindings are confirmed, in order.
+		confirmed    []int
+		finishAt     int
+		wantPartly   time.Duration
+		wantStill    bool
+		wantNoteHint string
+	}{
+		{name: "four bindings 1ms apart", minAvailable: 4, confirmed: []int{10, 11, 12, 13}, finishAt: 13,
+			wantPartly: 3 * time.Millisecond, wantNoteHint: "partly bound for 3ms"},
+		{name: "min-available 1: never partial", minAvailable: 1, confirmed: []int{10, 11}, finishAt: 11,
+			wantNoteHint: "no member was left bound alone"},
+		{name: "partial from the start after an earlier commit", boundBefore: 2, minAvailable: 4, confirmed: []int{50, 70}, finishAt: 70,
+			wantPartly: 70 * time.Millisecond},
+		{name: "ends partial: counts to the end", minAvailable: 3, confirmed: []int{10, 20}, finishAt: 900,
+			wantPartly: 890 * time.Millisecond, wantStill: true, wantNoteHint: "partly bound (2 bound, min-available 3)"},
+		{name: "nothing bound", minAvailable: 3, finishAt: 900, wantNoteHint: "no member was left bound alone"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newCommitRecord(at(0), len(tc.confirmed)+1, tc.boundBefore, tc.minAvailable)
+			for i, ms := range tc.confirmed {
+				r.bindingConfirmed(at(ms), tc.boundBefore+i+1)
+			}
+			r.finish(at(tc.finishAt))
+			require.Equal(t, tc.wantPartly, r.partlyBoundFor())
+			require.Equal(t, tc.wantStill, r.stillPartial())
+			require.Equal(t, len(tc.confirmed), r.bound)
+			require.Equal(t, time.Duration(tc.finishAt)*time.Millisecond, r.duration())
+			if tc.wantNoteHint != "" {
+				require.Contains(t, r.partialNote(), tc.wantNoteHint)
+			}
+		})
+	}
+}
