@@ -141,16 +141,40 @@ type podTarget struct {
 func (t podTarget) String() string { return t.namespace + "/" + t.name }
 
 // settle reads the pod after an answer that does not say by itself what happened (a conflict,
-// an internal error). done is false when the read leaves the binding worth another try.
+// an internal error). done is false when the read leaves the binding worth another try, or could
+// not be made.
 func (b *APIBinder) settle(ctx context.Context, t podTarget, cause error) (done bool, err error) {
-	pod, getErr := b.Client.CoreV1().Pods(t.namespace).Get(ctx, t.name, metav1.GetOptions{})
-	if getErr != nil {
-		if apierrors.IsNotFound(getErr) {
-			return true, fmt.Errorf("%w: pod %s was deleted (%v)", ErrPodGone, t, cause)
-		}
-		return false, nil
+	done, err, _ = b.readOutcome(ctx, t, cause)
+	return done, err
+}
+
+// confirmAfter settles a binding whose last request may have reached the apiserver: the context
+// that carried it may be over, so the read gets a short deadline of its own.
+func (b *APIBinder) confirmAfter(t podTarget, lastErr error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), b.ConfirmTimeout)
+	defer cancel()
+	done, err, readErr := b.readOutcome(ctx, t, lastErr)
+	switch {
+	case done:
+		return err
+	case readErr != nil:
+		return fmt.Errorf("binding %s to %s: outcome unknown, and reading the pod failed too (%v): %w", t, t.node, readErr, lastErr)
 	}
-	return judge(t, pod, cause)
+	return fmt.Errorf("pod %s is not bound: %w", t, lastErr)
+}
+
+// readOutcome reads the pod and judges the binding by it; readErr is set when the read itself
+// failed for a reason other than the pod being gone.
+func (b *APIBinder) readOutcome(ctx context.Context, t podTarget, cause error) (done bool, err, readErr error) {
+	pod, getErr := b.Client.CoreV1().Pods(t.namespace).Get(ctx, t.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(getErr):
+		return true, fmt.Errorf("%w: pod %s was deleted (%v)", ErrPodGone, t, cause), nil
+	case getErr != nil:
+		return false, nil, getErr
+	}
+	done, err = judge(t, pod, cause)
+	return done, err, nil
 }
 
 // judge decides a binding's outcome from the pod as the apiserver has it now.
@@ -166,24 +190,6 @@ func judge(t podTarget, pod *corev1.Pod, cause error) (done bool, err error) {
 		return true, fmt.Errorf("%w: pod %s is being deleted (%v)", ErrPodGone, t, cause)
 	}
 	return false, nil
-}
-
-// confirmAfter settles a binding whose last request may have reached the apiserver: the context
-// that carried it may be over, so the read gets a short deadline of its own.
-func (b *APIBinder) confirmAfter(t podTarget, lastErr error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), b.ConfirmTimeout)
-	defer cancel()
-	pod, err := b.Client.CoreV1().Pods(t.namespace).Get(ctx, t.name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%w: pod %s was deleted (%v)", ErrPodGone, t, lastErr)
-	case err != nil:
-		return fmt.Errorf("binding %s to %s: outcome unknown, and reading the pod failed too (%v): %w", t, t.node, err, lastErr)
-	}
-	if done, err := judge(t, pod, lastErr); done {
-		return err
-	}
-	return fmt.Errorf("pod %s is not bound: %w", t, lastErr)
 }
 
 // needsRead: answers after which only the pod itself tells whether binding again can help. A
