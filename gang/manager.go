@@ -130,7 +130,8 @@ func (m *Manager) sweepExpired() {
 	}
 }
 
-// Stop ends the manager's background sweep and condition writes; the manager answers calls no longer reliably after.
+// Stop ends the manager's background sweep and condition writes; the manager answers calls no
+// longer reliably after.
 func (m *Manager) Stop() { m.stopOnce.Do(func() { close(m.stop) }) }
 
 // --- informer input -------------------------------------------------------------------------

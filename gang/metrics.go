@@ -35,11 +35,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Per commit, how long the gang had some but fewer than min-available members bound (0 when none was bound before quorum); a commit that ended partial counts until its end.",
 			Buckets: append([]float64{0}, commitBuckets...),
 		}),
+		droppedConditions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lockstep_condition_writes_dropped_total",
+			Help: "Pod condition writes (lockstep.dev/GangScheduled) dropped because the apiserver could not keep up; binds never wait for them.",
+		}),
 	}
-	mt.droppedConditions = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "lockstep_condition_writes_dropped_total",
-		Help: "Pod condition writes (lockstep.dev/GangScheduled) dropped because the apiserver could not keep up; binds never wait for them.",
-	})
 	reg.MustRegister(mt.binds, mt.commit, mt.partlyBound, mt.droppedConditions)
 	return mt
 }

@@ -23,10 +23,10 @@ const bindMargin = time.Second
 
 // Bindings get a rate limit well above what kube-scheduler can ask of them: it binds one pod at a
 // time from one scheduling loop, about 200 pods/s on 2 cores (make bench) and a few hundred on
-// large control planes (upstream's scheduler_perf), and each binding is one write. 500/s with a burst of 1,000
-// leaves the limiter idle at any rate the scheduler reaches, absorbs many gangs committing at
-// once, and still stops a runaway loop; the apiserver's own priority and fairness answers 429 if
-// it is overloaded, and lockstep retries those.
+// large control planes (upstream's scheduler_perf), and each binding is one write. 500/s with a
+// burst of 1,000 leaves the limiter idle at any rate the scheduler reaches, absorbs many gangs
+// committing at once, and still stops a runaway loop; the apiserver's own priority and fairness
+// answers 429 if it is overloaded, and lockstep retries those.
 const (
 	defaultBindQPS   = 500
 	defaultBindBurst = 1000
@@ -138,11 +138,7 @@ func (o *options) validate() error {
 	if o.memoryLimit < 0 {
 		return fmt.Errorf("--memory-limit must not be negative, got %d", o.memoryLimit)
 	}
-	for _, l := range []struct {
-		flag  string
-		qps   float64
-		burst int
-	}{{"kube-api", o.qps, o.burst}, {"bind", o.bindQPS, o.bindBurst}, {"events", o.eventsQPS, o.eventsBurst}} {
+	for _, l := range o.rateLimits() {
 		if l.qps <= 0 || l.burst <= 0 {
 			return fmt.Errorf("--%s-qps and --%s-burst must be positive, got %g and %d", l.flag, l.flag, l.qps, l.burst)
 		}
@@ -197,17 +193,26 @@ func (o *options) kubeClients() (clients, error) {
 	// Protobuf halves what the initial list of every pod in the cluster costs to decode.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	var c clients
-	for _, each := range []struct {
-		dst   *kubernetes.Interface
-		qps   float64
-		burst int
-	}{{&c.main, o.qps, o.burst}, {&c.bind, o.bindQPS, o.bindBurst}, {&c.events, o.eventsQPS, o.eventsBurst}} {
+	limits := o.rateLimits()
+	built := make([]kubernetes.Interface, len(limits))
+	for i, l := range limits {
 		own := rest.CopyConfig(cfg)
-		own.QPS, own.Burst = float32(each.qps), each.burst
-		if *each.dst, err = kubernetes.NewForConfig(own); err != nil {
+		own.QPS, own.Burst = float32(l.qps), l.burst
+		if built[i], err = kubernetes.NewForConfig(own); err != nil {
 			return clients{}, err
 		}
 	}
-	return c, nil
+	return clients{main: built[0], bind: built[1], events: built[2]}, nil
+}
+
+// rateLimit is one client's limit and the flags that set it (--<flag>-qps, --<flag>-burst).
+type rateLimit struct {
+	flag  string
+	qps   float64
+	burst int
+}
+
+// rateLimits lists the clients' limits in the order of clients' fields: main, bind, events.
+func (o *options) rateLimits() []rateLimit {
+	return []rateLimit{{"kube-api", o.qps, o.burst}, {"bind", o.bindQPS, o.bindBurst}, {"events", o.eventsQPS, o.eventsBurst}}
 }
