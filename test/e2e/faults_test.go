@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/faultproxy"
+	"github.com/lockstep-sched/lockstep/test/harness"
 )
 
 // These tests put faults between lockstep and kube-apiserver (test/faultproxy) and show that a
@@ -39,31 +38,11 @@ func (s *scenario) waitHits(rule *faultproxy.Rule, n int, timeout time.Duration)
 	require.NoError(s.t, rule.WaitHits(ctx, n), "the fault to take %d requests (it took %d)", n, rule.Hits())
 }
 
-// bindCounts is lockstep_binds_total summed over kinds: what lockstep believes it bound.
-type bindCounts struct{ committed, failed float64 }
-
-func lockstepBinds(t *testing.T) bindCounts {
+// lockstepBinds is what lockstep believes it bound, and failed to.
+func lockstepBinds(t *testing.T) harness.BindCounts {
 	t.Helper()
-	resp, err := http.Get(env.lockstep.URL + "/metrics")
+	c, err := env.lockstep.BindCounts(context.Background())
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	var c bindCounts
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "lockstep_binds_total{") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		require.NoError(t, err, line)
-		switch {
-		case strings.Contains(line, `result="committed"`):
-			c.committed += v
-		case strings.Contains(line, `result="failed"`):
-			c.failed += v
-		}
-	}
-	require.NoError(t, sc.Err())
 	return c
 }
 
@@ -72,9 +51,9 @@ func lockstepBinds(t *testing.T) bindCounts {
 // after a lost answer is a retry and a read later than the apiserver shows it, so the counts are
 // given a few seconds to agree; lockstep counting more than the apiserver shows is a false bind
 // at any moment.
-func (s *scenario) requireNoFalseBinds(before bindCounts) bindCounts {
+func (s *scenario) requireNoFalseBinds(before harness.BindCounts) harness.BindCounts {
 	s.t.Helper()
-	var after bindCounts
+	var after harness.BindCounts
 	bound := 0
 	s.eventually(15*time.Second, "lockstep's bind count to match the pods bound", func() bool {
 		after, bound = lockstepBinds(s.t), 0
@@ -83,9 +62,9 @@ func (s *scenario) requireNoFalseBinds(before bindCounts) bindCounts {
 				bound++
 			}
 		}
-		counted := after.committed - before.committed
-		require.LessOrEqual(s.t, counted, float64(bound), "false binds: lockstep counted %v bindings committed; the apiserver shows %d pods bound", counted, bound)
-		return counted == float64(bound)
+		counted := after.Committed - before.Committed
+		require.LessOrEqual(s.t, counted, bound, "false binds: lockstep counted %d bindings committed; the apiserver shows %d pods bound", counted, bound)
+		return counted == bound
 	})
 	return after
 }
@@ -135,7 +114,7 @@ func TestLostBindingAnswers(t *testing.T) {
 	require.Equal(t, 1, lostMember.Hits())
 	s.binds.assertNeverPartial(t, "pair", 2)
 	after := s.requireNoFalseBinds(before)
-	require.Equal(t, before.failed, after.failed, "a lost answer is settled, not reported as a failure")
+	require.Equal(t, before.Failed, after.Failed, "a lost answer is settled, not reported as a failure")
 	s.eventually(10*time.Second, "/debug/gangs to show the gang bound", func() bool {
 		g := s.gangs()["pair"]
 		return g.Phase == gang.PhaseBound && g.LastCommit != nil && g.LastCommit.Bound == 2
@@ -164,7 +143,7 @@ func TestBindingThatOutlivesTheSchedulersTimeout(t *testing.T) {
 	// has answered the first call.
 	s.waitHits(held, 2, 60*time.Second)
 	s.eventually(20*time.Second, "lockstep to count the binding failed", func() bool {
-		return lockstepBinds(t).failed > before.failed
+		return lockstepBinds(t).Failed > before.Failed
 	})
 	require.Zero(t, s.boundIn("plain"), "held bindings never reached the apiserver")
 	remove()
@@ -223,7 +202,7 @@ func TestPodBoundElsewhereMeanwhile(t *testing.T) {
 	release()
 
 	s.eventually(20*time.Second, "lockstep to count its binding failed", func() bool {
-		return lockstepBinds(t).failed > before.failed
+		return lockstepBinds(t).Failed > before.Failed
 	})
 	p, err = env.client.CoreV1().Pods(s.ns).Get(s.ctx, "plain", metav1.GetOptions{})
 	require.NoError(t, err)

@@ -3,6 +3,7 @@
 package harness
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -132,4 +135,44 @@ func (l *Lockstep) Tail(n int64) string {
 	}
 	b, _ := io.ReadAll(f)
 	return string(b)
+}
+
+// BindCounts is lockstep_binds_total summed over its kinds: the bindings lockstep counts as
+// confirmed by the apiserver, and those that failed.
+type BindCounts struct{ Committed, Failed int }
+
+// BindCounts reads lockstep's bind counters from its /metrics.
+func (l *Lockstep) BindCounts(ctx context.Context) (BindCounts, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.URL+"/metrics", nil)
+	if err != nil {
+		return BindCounts{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return BindCounts{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return BindCounts{}, fmt.Errorf("lockstep /metrics: %s", resp.Status)
+	}
+	var c BindCounts
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "lockstep_binds_total{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return BindCounts{}, fmt.Errorf("lockstep /metrics: %q: %w", line, err)
+		}
+		switch {
+		case strings.Contains(line, `result="committed"`):
+			c.Committed += int(v)
+		case strings.Contains(line, `result="failed"`):
+			c.Failed += int(v)
+		}
+	}
+	return c, sc.Err()
 }

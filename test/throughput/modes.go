@@ -139,11 +139,11 @@ func (b *bench) measureMode(ctx context.Context, m mode, ls *harness.Lockstep, r
 // is stopped by now; lockstep may still be finishing a commit, so wait for it to go quiet first.
 func (b *bench) falseBinds(ctx context.Context, ls *harness.Lockstep, apiBound int) (*int, error) {
 	procstat.WaitUntilQuiet(ctx, 15*time.Second, ls.Pid())
-	committed, err := committedBinds(ctx, ls.URL)
+	counts, err := ls.BindCounts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	diff := committed - apiBound
+	diff := counts.Committed - apiBound
 	return &diff, nil
 }
 
