@@ -6,15 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-)
 
-// The Koordinator gang annotations. lockstep reads the keys users already write for Koordinator so
-// that a job moves between the two schedulers without edits.
-const (
-	AnnotationName         = "gang.scheduling.koordinator.sh/name"
-	AnnotationMinAvailable = "gang.scheduling.koordinator.sh/min-available"
-	AnnotationWaitingTime  = "gang.scheduling.koordinator.sh/waiting-time"
-	AnnotationTotalNumber  = "gang.scheduling.koordinator.sh/total-number"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // Spec is what a pod's annotations say about its gang.
@@ -48,7 +41,7 @@ func (e *AnnotationError) Error() string {
 // never guesses a default for a value the user wrote wrong.
 func ParseSpec(pod *corev1.Pod) (*Spec, error) {
 	ann := pod.Annotations
-	name, ok := ann[AnnotationName]
+	name, ok := ann[wellknown.AnnotationGangName]
 	if !ok {
 		return nil, nil
 	}
@@ -57,38 +50,38 @@ func ParseSpec(pod *corev1.Pod) (*Spec, error) {
 		return &AnnotationError{Pod: podName, Key: key, Value: ann[key], Reason: reason}
 	}
 	if name == "" {
-		return nil, bad(AnnotationName, "gang name must not be empty")
+		return nil, bad(wellknown.AnnotationGangName, "gang name must not be empty")
 	}
 	spec := &Spec{Namespace: pod.Namespace, Name: name}
 
-	rawMin, ok := ann[AnnotationMinAvailable]
+	rawMin, ok := ann[wellknown.AnnotationGangMinAvailable]
 	if !ok {
-		return nil, &AnnotationError{Pod: podName, Key: AnnotationMinAvailable, Reason: "missing: a gang member must say how many members must be placed together"}
+		return nil, &AnnotationError{Pod: podName, Key: wellknown.AnnotationGangMinAvailable, Reason: "missing: a gang member must say how many members must be placed together"}
 	}
 	minAvailable, err := strconv.Atoi(rawMin)
 	if err != nil || minAvailable < 1 {
-		return nil, bad(AnnotationMinAvailable, "must be a positive integer")
+		return nil, bad(wellknown.AnnotationGangMinAvailable, "must be a positive integer")
 	}
 	spec.MinAvailable = minAvailable
 
-	if raw, ok := ann[AnnotationTotalNumber]; ok {
+	if raw, ok := ann[wellknown.AnnotationGangTotalNumber]; ok {
 		total, err := strconv.Atoi(raw)
 		if err != nil || total < 1 {
-			return nil, bad(AnnotationTotalNumber, "must be a positive integer")
+			return nil, bad(wellknown.AnnotationGangTotalNumber, "must be a positive integer")
 		}
 		if total < minAvailable {
-			return nil, bad(AnnotationTotalNumber, fmt.Sprintf("must not be below %s (%d)", AnnotationMinAvailable, minAvailable))
+			return nil, bad(wellknown.AnnotationGangTotalNumber, fmt.Sprintf("must not be below %s (%d)", wellknown.AnnotationGangMinAvailable, minAvailable))
 		}
 		spec.TotalNumber = total
 	}
 
-	if raw, ok := ann[AnnotationWaitingTime]; ok {
+	if raw, ok := ann[wellknown.AnnotationGangWaitingTime]; ok {
 		d, err := time.ParseDuration(raw)
 		if err != nil {
-			return nil, bad(AnnotationWaitingTime, "must be a duration such as 90s or 10m")
+			return nil, bad(wellknown.AnnotationGangWaitingTime, "must be a duration such as 90s or 10m")
 		}
 		if d <= 0 {
-			return nil, bad(AnnotationWaitingTime, "must be positive")
+			return nil, bad(wellknown.AnnotationGangWaitingTime, "must be positive")
 		}
 		spec.WaitingTime = d
 	}
@@ -105,13 +98,13 @@ func disagreement(pod string, got, want Spec, wantFrom string) error {
 		return &AnnotationError{Pod: pod, Key: key, Value: gotV,
 			Reason: fmt.Sprintf("gang %s already has %q (from pod %s); all members must agree", want.Key(), wantV, wantFrom)}
 	}
-	if err := check(AnnotationMinAvailable, strconv.Itoa(got.MinAvailable), strconv.Itoa(want.MinAvailable)); err != nil {
+	if err := check(wellknown.AnnotationGangMinAvailable, strconv.Itoa(got.MinAvailable), strconv.Itoa(want.MinAvailable)); err != nil {
 		return err
 	}
-	if err := check(AnnotationTotalNumber, optionalInt(got.TotalNumber), optionalInt(want.TotalNumber)); err != nil {
+	if err := check(wellknown.AnnotationGangTotalNumber, optionalInt(got.TotalNumber), optionalInt(want.TotalNumber)); err != nil {
 		return err
 	}
-	return check(AnnotationWaitingTime, optionalDuration(got.WaitingTime), optionalDuration(want.WaitingTime))
+	return check(wellknown.AnnotationGangWaitingTime, optionalDuration(got.WaitingTime), optionalDuration(want.WaitingTime))
 }
 
 func optionalInt(v int) string {

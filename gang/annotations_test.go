@@ -9,16 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
-
-// The builders package copies the annotation keys (it must not import gang); they must not drift.
-func TestBuilderKeysMatch(t *testing.T) {
-	require.Equal(t, AnnotationName, builders.AnnotationGangName)
-	require.Equal(t, AnnotationMinAvailable, builders.AnnotationMinAvailable)
-	require.Equal(t, AnnotationWaitingTime, builders.AnnotationWaitingTime)
-	require.Equal(t, AnnotationTotalNumber, builders.AnnotationTotalNumber)
-	require.Equal(t, GPUResource, builders.GPUResource)
-}
 
 func TestParseSpec(t *testing.T) {
 	pod := func() *builders.PodBuilder { return builders.Pod("team-a", "w-0").GPU(1) }
@@ -40,16 +32,16 @@ func TestParseSpec(t *testing.T) {
 			want: &Spec{Namespace: "team-a", Name: "mpi", MinAvailable: 1},
 		},
 		{name: "ordinary pod", pod: pod()},
-		{name: "missing min-available", pod: pod().GangName("mpi"), wantKey: AnnotationMinAvailable, wantVal: ""},
-		{name: "min-available zero", pod: pod().GangName("mpi").MinAvailable("0"), wantKey: AnnotationMinAvailable, wantVal: "0"},
-		{name: "min-available negative", pod: pod().GangName("mpi").MinAvailable("-1"), wantKey: AnnotationMinAvailable, wantVal: "-1"},
-		{name: "min-available not a number", pod: pod().GangName("mpi").MinAvailable("abc"), wantKey: AnnotationMinAvailable, wantVal: "abc"},
-		{name: "waiting-time not a duration", pod: pod().Gang("mpi", 2).WaitingTime("soon"), wantKey: AnnotationWaitingTime, wantVal: "soon"},
-		{name: "waiting-time negative", pod: pod().Gang("mpi", 2).WaitingTime("-5s"), wantKey: AnnotationWaitingTime, wantVal: "-5s"},
-		{name: "waiting-time zero", pod: pod().Gang("mpi", 2).WaitingTime("0s"), wantKey: AnnotationWaitingTime, wantVal: "0s"},
-		{name: "total-number below min-available", pod: pod().Gang("mpi", 5).TotalNumber(3), wantKey: AnnotationTotalNumber, wantVal: "3"},
-		{name: "total-number not a number", pod: pod().Gang("mpi", 5).Annotation(AnnotationTotalNumber, "many"), wantKey: AnnotationTotalNumber, wantVal: "many"},
-		{name: "empty gang name", pod: pod().GangName("").MinAvailable("2"), wantKey: AnnotationName, wantVal: ""},
+		{name: "missing min-available", pod: pod().GangName("mpi"), wantKey: wellknown.AnnotationGangMinAvailable, wantVal: ""},
+		{name: "min-available zero", pod: pod().GangName("mpi").MinAvailable("0"), wantKey: wellknown.AnnotationGangMinAvailable, wantVal: "0"},
+		{name: "min-available negative", pod: pod().GangName("mpi").MinAvailable("-1"), wantKey: wellknown.AnnotationGangMinAvailable, wantVal: "-1"},
+		{name: "min-available not a number", pod: pod().GangName("mpi").MinAvailable("abc"), wantKey: wellknown.AnnotationGangMinAvailable, wantVal: "abc"},
+		{name: "waiting-time not a duration", pod: pod().Gang("mpi", 2).WaitingTime("soon"), wantKey: wellknown.AnnotationGangWaitingTime, wantVal: "soon"},
+		{name: "waiting-time negative", pod: pod().Gang("mpi", 2).WaitingTime("-5s"), wantKey: wellknown.AnnotationGangWaitingTime, wantVal: "-5s"},
+		{name: "waiting-time zero", pod: pod().Gang("mpi", 2).WaitingTime("0s"), wantKey: wellknown.AnnotationGangWaitingTime, wantVal: "0s"},
+		{name: "total-number below min-available", pod: pod().Gang("mpi", 5).TotalNumber(3), wantKey: wellknown.AnnotationGangTotalNumber, wantVal: "3"},
+		{name: "total-number not a number", pod: pod().Gang("mpi", 5).Annotation(wellknown.AnnotationGangTotalNumber, "many"), wantKey: wellknown.AnnotationGangTotalNumber, wantVal: "many"},
+		{name: "empty gang name", pod: pod().GangName("").MinAvailable("2"), wantKey: wellknown.AnnotationGangName, wantVal: ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

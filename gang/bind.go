@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // ErrAwaitingQuorum is returned (wrapped) when a gang member's bind was held for BindWait and the
@@ -263,7 +265,7 @@ func (m *Manager) commitEventLocked(g *gangInfo, s *slot, rec *commitRecord) {
 		p = cur // the informer may have replaced the record since the slot was claimed
 	}
 	if s.state != slotBound {
-		m.eventLocked(p, corev1.EventTypeWarning, ReasonBindFailed, fmt.Sprintf("gang %s: binding to node %s failed: %v; %s", g.key, s.node, s.err, rec.partialNote()))
+		m.eventLocked(p, corev1.EventTypeWarning, wellknown.ReasonGangBindFailed, fmt.Sprintf("gang %s: binding to node %s failed: %v; %s", g.key, s.node, s.err, rec.partialNote()))
 		return
 	}
 	msg := fmt.Sprintf("gang %s: quorum reached, bound to node %s", g.key, s.node)
@@ -271,7 +273,7 @@ func (m *Manager) commitEventLocked(g *gangInfo, s *slot, rec *commitRecord) {
 		msg += " with GPUs " + FormatGPUIDs(s.gpuIDs)
 	}
 	msg += fmt.Sprintf("; %d members bound in %s", rec.bound, formatSpan(rec.duration()))
-	m.eventLocked(p, corev1.EventTypeNormal, ReasonBound, msg)
+	m.eventLocked(p, corev1.EventTypeNormal, wellknown.ReasonGangBound, msg)
 }
 
 func firstErr(errs []error) error {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // Binds are held until min-available members have reached bind; then all are bound together.
@@ -52,7 +53,7 @@ func TestBindWaitsForQuorum(t *testing.T) {
 	require.Equal(t, PhaseBound, st.Phase)
 	require.Equal(t, 4, st.Bound)
 	require.Nil(t, st.ReservationExpires)
-	e.waitEvent(corev1.EventTypeNormal, ReasonBound, "quorum reached")
+	e.waitEvent(corev1.EventTypeNormal, wellknown.ReasonGangBound, "quorum reached")
 
 	// The bound GPUs are taken: an ordinary pod finds no room.
 	require.Empty(t, e.filter(builders.Pod("default", "plain").GPU(1).Obj()).Feasible)
@@ -120,7 +121,7 @@ func TestReservationExpiry(t *testing.T) {
 	require.Contains(t, st.Reason, "expired")
 	require.Contains(t, st.Reason, "1 of 2 members ready")
 	require.Nil(t, st.ReservationExpires)
-	e.waitEvent(corev1.EventTypeWarning, ReasonTimedOut, "gang default/a", "expired")
+	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangTimedOut, "gang default/a", "expired")
 
 	require.Eventually(t, func() bool { return len(e.filter(b[0]).Feasible) == 1 }, 5*time.Second, 5*time.Millisecond)
 
@@ -149,7 +150,7 @@ func TestExpiredReservationSeenBeforeJanitor(t *testing.T) {
 	require.Empty(t, r.Feasible)
 	require.Contains(t, r.Failed["n-0"], "reservation timed out")
 	require.Equal(t, PhaseTimedOut, e.status("default", "a").Phase)
-	e.waitEvent(corev1.EventTypeWarning, ReasonTimedOut, "gang default/a")
+	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangTimedOut, "gang default/a")
 }
 
 // A binding that fails for good at commit leaves the others bound; the failed member is retried
@@ -189,7 +190,7 @@ func TestCommitWithBindFailure(t *testing.T) {
 	require.Equal(t, PhaseWaiting, st.Phase)
 	require.Contains(t, st.Reason, "1 of 4 bindings failed")
 	require.Contains(t, st.Reason, denied.Error())
-	e.waitEvent(corev1.EventTypeWarning, ReasonBindFailed, "default/mpi", denied.Error())
+	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangBindFailed, "default/mpi", denied.Error())
 
 	// The scheduler retries w-2; the webhook lets it through this time.
 	e.binder.setErr("default/w-2", nil)

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // Errors APIBinder wraps, at once and without retrying, when the apiserver proved that a binding
@@ -79,7 +81,7 @@ func (b *APIBinder) Bind(ctx context.Context, namespace, name string, uid types.
 		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
 	}
 	if len(gpuIDs) > 0 {
-		binding.Annotations = map[string]string{AnnotationGPUIDs: FormatGPUIDs(gpuIDs)}
+		binding.Annotations = map[string]string{wellknown.AnnotationGPUIDs: FormatGPUIDs(gpuIDs)}
 	}
 	target := podTarget{namespace: namespace, name: name, uid: uid, node: node}
 	backoff := b.Backoff

@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
@@ -239,7 +240,7 @@ func TestAPIBinder(t *testing.T) {
 			require.Equal(t, tc.wantBound, bound, "the pod as the apiserver has it: %+v", after)
 			if tc.wantBound {
 				require.NoError(t, err, "the apiserver bound the pod; Bind must say so")
-				require.Equal(t, "2,3", after.Annotations[AnnotationGPUIDs], "the GPU indices ride on the binding")
+				require.Equal(t, "2,3", after.Annotations[wellknown.AnnotationGPUIDs], "the GPU indices ride on the binding")
 			} else {
 				require.Error(t, err, "the pod is not bound; Bind must not report success")
 			}

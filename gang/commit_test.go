@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // apiEnv is a manager whose binder is the real APIBinder over bindingAPI, so that what lockstep
@@ -99,7 +100,7 @@ func TestCommitRetriesThroughThrottling(t *testing.T) {
 	require.Equal(t, 1, testutil.CollectAndCount(e.reg, "lockstep_gang_commit_seconds"))
 	require.Equal(t, 1, testutil.CollectAndCount(e.reg, "lockstep_gang_partly_bound_seconds"))
 	require.Equal(t, 4.0, testutil.ToFloat64(e.m.metrics.binds.WithLabelValues("gang", "committed")))
-	e.waitEvent(corev1.EventTypeNormal, ReasonBound, "4 members bound in")
+	e.waitEvent(corev1.EventTypeNormal, wellknown.ReasonGangBound, "4 members bound in")
 }
 
 // A member deleted while its gang commits stops its binding at once instead of retrying until
@@ -152,7 +153,7 @@ func TestConditionWritesDropWhenQueueIsFull(t *testing.T) {
 	t.Cleanup(m.Stop)
 	stuck := &blockingConditionWriter{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	defer close(stuck.release)
-	write := conditionWrite{"default", "w-0", corev1.PodCondition{Type: ConditionGangScheduled, Reason: ConditionReasonCapacityFreed}}
+	write := conditionWrite{"default", "w-0", corev1.PodCondition{Type: wellknown.ConditionGangScheduled, Reason: wellknown.ConditionReasonCapacityFreed}}
 
 	m.writeConditions(stuck, []conditionWrite{write})
 	recv(t, stuck.entered, "the first write reaches the writer")

@@ -10,28 +10,23 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
-// ConditionGangScheduled is the pod condition lockstep writes on gang members whose gang's
-// situation changed while they wait: `kubectl get pod -o yaml` shows it, and (what makes it
+// lockstep writes wellknown.ConditionGangScheduled on gang members whose gang's situation
+// changed while they wait: `kubectl get pod -o yaml` shows it, and (what makes it
 // necessary) kube-scheduler requeues an unschedulable pod when the pod is updated. Since 1.30 the
 // scheduler parks pods an extender rejected until some cluster event happens; a reservation that
 // expires inside lockstep is no such event, so without this write the gangs waiting behind it
 // would sit until the scheduler's five-minute flush.
-const ConditionGangScheduled corev1.PodConditionType = "lockstep.dev/GangScheduled"
-
-// Condition reasons.
-const (
-	ConditionReasonCapacityFreed = "CapacityFreed"
-	ConditionReasonTimedOut      = "TimedOut"
-)
 
 // ConditionWriter sets a condition on a pod's status.
 type ConditionWriter interface {
 	SetCondition(ctx context.Context, namespace, name string, cond corev1.PodCondition) error
 }
 
-// SetConditionWriter makes the manager write ConditionGangScheduled; without one it writes none.
+// SetConditionWriter makes the manager write wellknown.ConditionGangScheduled; without one it writes none.
 func (m *Manager) SetConditionWriter(w ConditionWriter) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -59,7 +54,7 @@ func (m *Manager) capacityFreedLocked(freedBy string) []conditionWrite {
 		for _, p := range g.sortedMembers() {
 			if !p.holds() && !p.terminal && !p.gated && p.spec != nil {
 				writes = append(writes, conditionWrite{p.namespace, p.name, corev1.PodCondition{
-					Type: ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: ConditionReasonCapacityFreed,
+					Type: wellknown.ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: wellknown.ConditionReasonCapacityFreed,
 					Message: "capacity held by gang " + freedBy + " was released; gang " + key + " is being planned again",
 				}})
 				break

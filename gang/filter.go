@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // FilterResult is lockstep's answer to the scheduler's filter call. Every failure is one that
@@ -47,14 +49,14 @@ func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
 	defer m.mu.Unlock()
 	p := m.state.upsertPod(pod)
 	if specErr != nil {
-		m.eventLocked(p, corev1.EventTypeWarning, ReasonRejected, specErr.Error())
+		m.eventLocked(p, corev1.EventTypeWarning, wellknown.ReasonGangRejected, specErr.Error())
 		return failAll(nodes, specErr.Error())
 	}
 	g := m.state.gangOf(p)
 	ref, refPod := g.reference()
 	if refPod != p {
 		if err := disagreement(p.key(), *spec, *ref, refPod.key()); err != nil {
-			m.eventLocked(p, corev1.EventTypeWarning, ReasonRejected, err.Error())
+			m.eventLocked(p, corev1.EventTypeWarning, wellknown.ReasonGangRejected, err.Error())
 			return failAll(nodes, err.Error())
 		}
 	}
@@ -211,7 +213,7 @@ func (m *Manager) admitGang(p *podInfo, g *gangInfo, spec *Spec, nodes []string)
 	g.lastReason = fmt.Sprintf("gang %s: %d %s reserved until %s; waiting for them to reach bind",
 		g.key, need, plural(need, "member", "members"), res.expires.UTC().Format("15:04:05"))
 	klog.V(2).InfoS("Gang reserved", "gang", g.key, "slots", len(res.slots), "expires", res.expires)
-	m.eventLocked(p, corev1.EventTypeNormal, ReasonReserved, g.lastReason)
+	m.eventLocked(p, corev1.EventTypeNormal, wellknown.ReasonGangReserved, g.lastReason)
 	return passOnly(nodes, plan.nodes[0], fmt.Sprintf("gang %s: member reserved on node %s", g.key, plan.nodes[0]))
 }
 
@@ -304,7 +306,7 @@ func nodeSet(nodes []string) map[string]bool {
 func (m *Manager) wait(p *podInfo, g *gangInfo, nodes []string, reason string) FilterResult {
 	g.lastReason = reason
 	g.attempts++
-	m.eventLocked(p, corev1.EventTypeWarning, ReasonWaiting, reason)
+	m.eventLocked(p, corev1.EventTypeWarning, wellknown.ReasonGangWaiting, reason)
 	return failAll(nodes, reason)
 }
 

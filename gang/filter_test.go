@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // A gang is admitted whole or not at all.
@@ -35,7 +36,7 @@ func TestFilterAllOrNothing(t *testing.T) {
 			require.Equal(t, "Pending", mb.State, mb.Pod)
 			require.Empty(t, mb.Node, mb.Pod)
 		}
-		e.waitEvent(corev1.EventTypeWarning, ReasonWaiting, want)
+		e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangWaiting, want)
 
 		// Nothing is held: an ordinary pod may use every node.
 		r = e.filter(builders.Pod("default", "plain").GPU(2).Obj())
@@ -66,7 +67,7 @@ func TestFilterAllOrNothing(t *testing.T) {
 		require.Equal(t, map[string]int{"Reserved": 1, "Planned": 3}, states)
 		require.Len(t, nodes, 4, "2 GPUs per member on 2-GPU nodes: one member per node")
 		require.Equal(t, "Reserved", e.memberStates("default", "mpi-fit")["default/w-0"])
-		e.waitEvent(corev1.EventTypeNormal, ReasonReserved, "gang default/mpi-fit: 4 members reserved")
+		e.waitEvent(corev1.EventTypeNormal, wellknown.ReasonGangReserved, "gang default/mpi-fit: 4 members reserved")
 
 		// Every other member gets the node planned for it, and only that one, whatever order
 		// they arrive in (and although each filter call records a new version of the pod).
@@ -317,10 +318,10 @@ func TestMembersDisagreeOnMinAvailable(t *testing.T) {
 	r := e.filter(odd)
 	require.Empty(t, r.Feasible)
 	reason := r.Failed["n-0"]
-	for _, part := range []string{"pod default/w-odd", AnnotationMinAvailable, `"3"`, `"2"`, "default/w-0"} {
+	for _, part := range []string{"pod default/w-odd", wellknown.AnnotationGangMinAvailable, `"3"`, `"2"`, "default/w-0"} {
 		require.Contains(t, reason, part)
 	}
-	e.waitEvent(corev1.EventTypeWarning, ReasonRejected, "pod default/w-odd")
+	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangRejected, "pod default/w-odd")
 
 	var oddStatus MemberStatus
 	for _, mb := range e.status("default", "mpi").Members {
@@ -345,7 +346,7 @@ func TestFilterInvalidAnnotation(t *testing.T) {
 	require.Empty(t, r.Feasible)
 	_, err := ParseSpec(p)
 	require.Equal(t, err.Error(), r.Failed["n-0"])
-	e.waitEvent(corev1.EventTypeWarning, ReasonRejected, "pod default/bad")
+	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangRejected, "pod default/bad")
 	st := e.status("default", "mpi")
 	require.Equal(t, "Rejected", st.Members[0].State)
 }

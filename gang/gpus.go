@@ -13,13 +13,7 @@ import (
 	"github.com/lockstep-sched/lockstep/gpu"
 )
 
-// AnnotationGPUIDs is written by lockstep on every GPU pod it binds, before the binding: the
-// indices of the GPUs it chose for the pod on its node, e.g. "0,1,2,3". A device plugin that
-// honours it hands the pod exactly those GPUs; lockstep rebuilds which GPUs are taken from it
-// after a restart.
-const AnnotationGPUIDs = "lockstep.dev/gpu-ids"
-
-// FormatGPUIDs renders indices for AnnotationGPUIDs.
+// FormatGPUIDs renders indices for wellknown.AnnotationGPUIDs.
 func FormatGPUIDs(ids []int) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {
@@ -28,7 +22,7 @@ func FormatGPUIDs(ids []int) string {
 	return strings.Join(parts, ",")
 }
 
-// ParseGPUIDs reads AnnotationGPUIDs; want is the pod's GPU request, which the list must match.
+// ParseGPUIDs reads wellknown.AnnotationGPUIDs; want is the pod's GPU request, which the list must match.
 func ParseGPUIDs(value string, want int64) ([]int, error) {
 	if value == "" {
 		return nil, fmt.Errorf("empty")
@@ -54,7 +48,7 @@ func ParseGPUIDs(value string, want int64) ([]int, error) {
 }
 
 // gpuLedger is which GPUs of one node are taken: by index for pods whose indices lockstep knows
-// (it chose them, or read them back from AnnotationGPUIDs), and as a bare count for pods bound by
+// (it chose them, or read them back from wellknown.AnnotationGPUIDs), and as a bare count for pods bound by
 // someone else.
 type gpuLedger struct {
 	owner map[int]types.UID

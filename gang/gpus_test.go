@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // dgx1 is an 8-GPU V100 node whose GPU Feature Discovery labels map to the DGX-1 hybrid cube mesh:
@@ -115,7 +116,7 @@ func TestGangPacksOntoOneNodeWithDisjointGPUs(t *testing.T) {
 func TestGPUsRebuiltFromAnnotations(t *testing.T) {
 	e := newEnv(t, testConfig(), dgx1("dgx"))
 	e.add(
-		builders.Pod("default", "ours").GPU(4).Node("dgx").Annotation(AnnotationGPUIDs, "0,1,2,3").Obj(),
+		builders.Pod("default", "ours").GPU(4).Node("dgx").Annotation(wellknown.AnnotationGPUIDs, "0,1,2,3").Obj(),
 		builders.Pod("default", "theirs").GPU(2).Node("dgx").Obj(),
 	)
 	next := builders.Pod("default", "next").GPU(2).Obj()

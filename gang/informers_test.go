@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // The informer keeps small records rather than pods; what lockstep reads from a record must be
@@ -22,7 +23,7 @@ import (
 func TestPodRecordKeepsWhatLockstepReads(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	full := builders.Pod("default", "w-0").GPU(2).CPU("1").Memory("1Gi").Gang("mpi", 4).
-		WaitingTime("30s").TotalNumber(6).Node("n-1").Annotation(AnnotationGPUIDs, "0,1").
+		WaitingTime("30s").TotalNumber(6).Node("n-1").Annotation(wellknown.AnnotationGPUIDs, "0,1").
 		Unschedulable("0/4 nodes are available").Obj()
 	full.Spec.InitContainers = []corev1.Container{
 		{Name: "setup", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}},

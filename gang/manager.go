@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // Binder writes a pod's binding to the apiserver. gpuIDs, when not empty, are the GPU indices
-// lockstep chose for the pod; they reach the pod (AnnotationGPUIDs) with the binding itself, so
+// lockstep chose for the pod; they reach the pod (wellknown.AnnotationGPUIDs) with the binding itself, so
 // they are in place when the pod starts on the node. Bind returns nil only when the apiserver
 // confirmed the pod bound to node: lockstep's record of the cluster follows that answer, so a nil
 // for a binding that did not happen would refuse the pod's every retry. Errors wrap ErrPodGone
@@ -72,7 +74,7 @@ type Manager struct {
 	recorder record.EventRecorder
 	metrics  *Metrics
 	now      func() time.Time
-	// conditions, when set, writes ConditionGangScheduled (see conditions.go); guarded by mu.
+	// conditions, when set, writes wellknown.ConditionGangScheduled (see conditions.go); guarded by mu.
 	conditions ConditionWriter
 	// conditionQueue feeds writeQueuedConditions.
 	conditionQueue chan queuedWrite
@@ -272,10 +274,10 @@ func (m *Manager) expireLocked(key string, res *reservation) ([]conditionWrite, 
 	klog.InfoS("Gang reservation expired", "gang", key, "ready", ready)
 	writes := m.capacityFreedLocked(key)
 	for _, p := range g.sortedMembers() {
-		m.eventLocked(p, corev1.EventTypeWarning, ReasonTimedOut, g.lastReason)
+		m.eventLocked(p, corev1.EventTypeWarning, wellknown.ReasonGangTimedOut, g.lastReason)
 		if !p.holds() && !p.terminal {
 			writes = append(writes, conditionWrite{p.namespace, p.name, corev1.PodCondition{
-				Type: ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: ConditionReasonTimedOut, Message: g.lastReason,
+				Type: wellknown.ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: wellknown.ConditionReasonTimedOut, Message: g.lastReason,
 			}})
 		}
 	}
@@ -283,16 +285,6 @@ func (m *Manager) expireLocked(key string, res *reservation) ([]conditionWrite, 
 }
 
 // --- events ---------------------------------------------------------------------------------
-
-// Event reasons lockstep writes on pods.
-const (
-	ReasonWaiting    = "GangWaiting"
-	ReasonRejected   = "GangRejected"
-	ReasonReserved   = "GangReserved"
-	ReasonBound      = "GangBound"
-	ReasonBindFailed = "GangBindFailed"
-	ReasonTimedOut   = "GangTimedOut"
-)
 
 // eventLocked emits an event unless the same one was the last emitted on this pod: the scheduler
 // retries a waiting pod every few seconds and one line per change is what a reader wants.

@@ -6,12 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/lockstep-sched/lockstep/gpu"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
-
-// ReasonTopologyInvalid is the Event reason lockstep writes on a Node whose topology annotation
-// it cannot use.
-const ReasonTopologyInvalid = "GPUTopologyInvalid"
 
 // NodeStatus is one node as /debug/nodes shows it: what lockstep counts there and where its GPU
 // topology came from.
@@ -57,6 +53,6 @@ func (m *Manager) reportTopologyLocked(node *corev1.Node, before error) {
 		return
 	}
 	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
-	m.recorder.Event(ref, corev1.EventTypeWarning, ReasonTopologyInvalid, fmt.Sprintf(
-		"annotation %s is not usable: %v; lockstep uses the %s topology instead", gpu.AnnotationKey, n.topoErr, n.topoSource))
+	m.recorder.Event(ref, corev1.EventTypeWarning, wellknown.ReasonGPUTopologyInvalid, fmt.Sprintf(
+		"annotation %s is not usable: %v; lockstep uses the %s topology instead", wellknown.AnnotationGPUTopology, n.topoErr, n.topoSource))
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // A node whose topology annotation does not parse says so, naming the node and the problem, in
@@ -18,7 +18,7 @@ import (
 func TestInvalidTopologyAnnotationIsReported(t *testing.T) {
 	e := newEnv(t, testConfig())
 	bad := builders.Node("gpu-0").GPU(8).Obj()
-	bad.Annotations = map[string]string{gpu.AnnotationKey: `{"version": 1, "gpus": "eight"}`}
+	bad.Annotations = map[string]string{wellknown.AnnotationGPUTopology: `{"version": 1, "gpus": "eight"}`}
 	e.m.UpsertNode(bad)
 	e.m.UpsertNode(builders.Node("gpu-1").GPU(8).Obj())
 
@@ -28,16 +28,16 @@ func TestInvalidTopologyAnnotationIsReported(t *testing.T) {
 	require.Equal(t, "uniform", problems[0].TopologySource, "the documented fallback for a node without GFD labels")
 	require.Contains(t, problems[0].TopologyError, "node gpu-0")
 	require.Len(t, e.m.Nodes(false), 2)
-	ev := e.waitEvent(corev1.EventTypeWarning, ReasonTopologyInvalid, "node gpu-0", gpu.AnnotationKey, "uses the uniform topology")
+	ev := e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGPUTopologyInvalid, "node gpu-0", wellknown.AnnotationGPUTopology, "uses the uniform topology")
 
 	// The informer delivers the node again (a heartbeat, a label): no second event for the same
 	// error. A fixed annotation clears the report.
 	e.m.UpsertNode(bad.DeepCopy())
 	for _, other := range e.events() {
-		require.NotContains(t, other, ReasonTopologyInvalid, "after %q", ev)
+		require.NotContains(t, other, wellknown.ReasonGPUTopologyInvalid, "after %q", ev)
 	}
 	fixed := bad.DeepCopy()
-	delete(fixed.Annotations, gpu.AnnotationKey)
+	delete(fixed.Annotations, wellknown.AnnotationGPUTopology)
 	e.m.UpsertNode(fixed)
 	require.Empty(t, e.m.Nodes(true))
 	require.Equal(t, int64(8), e.m.Nodes(false)[0].GPUsFree)

@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // The planner decides whether a set of gang members can all be placed at once, member by member on
@@ -176,7 +178,7 @@ func explainNoFit(gang string, in planInput, failed int, heldByOthers map[string
 		total = total.Add(nonNegative(f))
 	}
 	n := len(in.members)
-	for _, name := range []corev1.ResourceName{GPUResource, corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
+	for _, name := range []corev1.ResourceName{wellknown.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
 		if need.Get(name) > total.Get(name) {
 			return fmt.Sprintf("gang %s: %d %s need %s, %s free%s", gang, n, plural(n, "member", "members"),
 				FormatQuantity(name, need.Get(name)), quantityNumber(name, total.Get(name)), heldNote(name, heldByOthers))
@@ -198,7 +200,7 @@ func explainNoFit(gang string, in planInput, failed int, heldByOthers map[string
 	// Name the resource no single node has enough of; when each exists somewhere but never all on
 	// one node, GPUs are the most useful to name.
 	short := corev1.ResourceName("")
-	for _, name := range []corev1.ResourceName{GPUResource, corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
+	for _, name := range []corev1.ResourceName{wellknown.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
 		if v := m.requests.Get(name); v > 0 {
 			if largest, _ := largestFree(name); largest < v {
 				short = name
@@ -207,7 +209,7 @@ func explainNoFit(gang string, in planInput, failed int, heldByOthers map[string
 		}
 	}
 	if short == "" {
-		short = GPUResource
+		short = wellknown.ResourceGPU
 		if m.requests.GPU == 0 {
 			short = corev1.ResourceCPU
 		}

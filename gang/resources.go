@@ -7,10 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
-)
 
-// GPUResource is the extended resource the NVIDIA device plugin advertises.
-const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
 
 // Resources is the small fixed set of quantities lockstep places by. A struct of int64s rather than
 // a ResourceList keeps the per-node arithmetic in the filter hot path allocation-free.
@@ -43,7 +42,7 @@ func fromList(list corev1.ResourceList, pods int64) Resources {
 	if q, ok := list[corev1.ResourceMemory]; ok {
 		r.Memory = q.Value()
 	}
-	if q, ok := list[GPUResource]; ok {
+	if q, ok := list[wellknown.ResourceGPU]; ok {
 		r.GPU = q.Value()
 	}
 	return r
@@ -64,7 +63,7 @@ func (r Resources) IsZero() bool { return r == Resources{} }
 func (r Resources) FitsIn(free Resources) (bool, corev1.ResourceName) {
 	switch {
 	case r.GPU > free.GPU:
-		return false, GPUResource
+		return false, wellknown.ResourceGPU
 	case r.MilliCPU > free.MilliCPU:
 		return false, corev1.ResourceCPU
 	case r.Memory > free.Memory:
@@ -78,7 +77,7 @@ func (r Resources) FitsIn(free Resources) (bool, corev1.ResourceName) {
 // Get returns one quantity in the unit FormatQuantity prints.
 func (r Resources) Get(name corev1.ResourceName) int64 {
 	switch name {
-	case GPUResource:
+	case wellknown.ResourceGPU:
 		return r.GPU
 	case corev1.ResourceCPU:
 		return r.MilliCPU
@@ -125,7 +124,7 @@ func formatBytes(v int64) string {
 func (r Resources) String() string {
 	var parts []string
 	if r.GPU != 0 {
-		parts = append(parts, fmt.Sprintf("%s=%d", GPUResource, r.GPU))
+		parts = append(parts, fmt.Sprintf("%s=%d", wellknown.ResourceGPU, r.GPU))
 	}
 	if r.MilliCPU != 0 {
 		parts = append(parts, fmt.Sprintf("cpu=%dm", r.MilliCPU))

@@ -4,10 +4,9 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-)
 
-// MaxScore is the top of the extender priority scale (extenderv1.MaxExtenderPriority).
-const MaxScore = 10
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
 
 // Prioritize scores the offered nodes for a pod, 0..MaxScore, in the order given, in dst's
 // storage when it has room: the scheduler sends every node on every call, and a fresh slice each
@@ -34,7 +33,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 			if s := res.slotFor(p.uid); s != nil {
 				for i, n := range nodes {
 					if n == s.node {
-						scores[i] = MaxScore
+						scores[i] = wellknown.MaxScore
 					}
 				}
 				return scores
@@ -62,7 +61,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 		}
 		// The length checks spare a call per node when, as usual, neither map has anything.
 		if len(mates) > 0 && mates[name] {
-			scores[i] = MaxScore
+			scores[i] = wellknown.MaxScore
 			continue
 		}
 		var held int64

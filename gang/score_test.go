@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 func TestPrioritize(t *testing.T) {
@@ -54,7 +55,7 @@ func TestPrioritize(t *testing.T) {
 		scores := e.m.Prioritize(pods[0], all, nil)
 		for i, n := range all {
 			if n == reserved {
-				require.Equal(t, int64(MaxScore), scores[i], n)
+				require.Equal(t, int64(wellknown.MaxScore), scores[i], n)
 			} else {
 				require.Equal(t, int64(0), scores[i], n)
 			}
@@ -65,7 +66,7 @@ func TestPrioritize(t *testing.T) {
 		scores = e.m.Prioritize(pods[1], all, nil)
 		for i, n := range all {
 			if n == planned {
-				require.Equal(t, int64(MaxScore), scores[i], n)
+				require.Equal(t, int64(wellknown.MaxScore), scores[i], n)
 			} else {
 				require.Equal(t, int64(0), scores[i], n)
 			}
@@ -98,7 +99,7 @@ func TestPrioritizeMemoAndReusedScores(t *testing.T) {
 		}
 		if len(ids) > 0 {
 			e.add(builders.Pod("default", fmt.Sprintf("known-%d", i)).GPU(int64(len(ids))).Node(names[i]).
-				Annotation(AnnotationGPUIDs, FormatGPUIDs(ids)).Obj())
+				Annotation(wellknown.AnnotationGPUIDs, FormatGPUIDs(ids)).Obj())
 		}
 		if i%3 > 0 {
 			e.add(builders.Pod("default", fmt.Sprintf("counted-%d", i)).GPU(int64(i % 3)).Node(names[i]).Obj())

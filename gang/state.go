@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-sched/lockstep/gpu"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // podInfo is lockstep's record of one pod: what it asks for, where it is bound and which gang it
@@ -32,7 +33,7 @@ type podInfo struct {
 	condition string
 	// lastEvent de-duplicates the events lockstep emits on this pod.
 	lastEvent string
-	// gpuIDs are the GPU indices the pod holds on its node, from AnnotationGPUIDs; nil when unknown.
+	// gpuIDs are the GPU indices the pod holds on its node, from wellknown.AnnotationGPUIDs; nil when unknown.
 	gpuIDs []int
 }
 
@@ -143,8 +144,8 @@ func newPodInfo(pod *corev1.Pod) *podInfo {
 		terminal:  pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
 		gated:     len(pod.Spec.SchedulingGates) > 0,
 	}
-	p.gangName = pod.Annotations[AnnotationName]
-	if raw, ok := pod.Annotations[AnnotationGPUIDs]; ok && p.requests.GPU > 0 {
+	p.gangName = pod.Annotations[wellknown.AnnotationGangName]
+	if raw, ok := pod.Annotations[wellknown.AnnotationGPUIDs]; ok && p.requests.GPU > 0 {
 		// A malformed list counts as unknown indices: the GPUs still count as taken.
 		p.gpuIDs, _ = ParseGPUIDs(raw, p.requests.GPU)
 	}

@@ -10,9 +10,6 @@ import (
 	"unicode"
 )
 
-// AnnotationKey is the node annotation that carries a node's GPU topology.
-const AnnotationKey = "lockstep.dev/gpu-topology"
-
 // AnnotationVersion is the only annotation format version this package reads and writes.
 // Any change to the meaning of existing fields, or a new field, gets a new version: readers
 // reject fields they do not know rather than silently ignore them.
@@ -44,7 +41,7 @@ type annotationGPU struct {
 	NUMA  *int `json:"numa,omitempty"`
 }
 
-// ParseAnnotation reads the value of AnnotationKey. It is strict, because a wrong matrix would
+// ParseAnnotation reads the value of wellknown.AnnotationGPUTopology. It is strict, because a wrong matrix would
 // silently steer every placement on the node: unknown fields, a version other than v1, a
 // non-square or asymmetric matrix, an unknown link token or a repeated GPU index are errors
 // that say what is wrong and where. source is the annotation's "source" field.
@@ -125,7 +122,7 @@ func describeJSONError(err error) error {
 	return err
 }
 
-// Annotation renders t as the value of AnnotationKey, with source recorded in "source" (empty
+// Annotation renders t as the value of wellknown.AnnotationGPUTopology, with source recorded in "source" (empty
 // to leave it out). The output is canonical, compact JSON (GPUs in index order), so a caller can
 // tell whether a node's annotation is already up to date by comparing strings.
 func (t *Topology) Annotation(source string) string {

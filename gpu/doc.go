@@ -4,7 +4,7 @@
 // A Topology is the matrix `nvidia-smi topo -m` prints, restricted to GPUs: for every pair of
 // GPUs the class of the path between them (an NVLink bond or one of the PCIe path classes), plus
 // each GPU's NUMA node. It reaches the scheduler through the node annotation
-// AnnotationKey, which gpu-agent fills in from nvidia-smi on each node; FromNode falls back to a
+// wellknown.AnnotationGPUTopology, which gpu-agent fills in from nvidia-smi on each node; FromNode falls back to a
 // table of known systems and finally to a uniform guess when the annotation is missing.
 //
 // BestSet and Score are the scheduler-facing half: BestSet chooses k GPUs out of the free ones,

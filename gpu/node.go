@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // GPU Feature Discovery labels FromNode falls back on.
@@ -15,19 +17,16 @@ const (
 	LabelGPUCount   = "nvidia.com/gpu.count"
 )
 
-// ResourceGPU is the extended resource the NVIDIA device plugin advertises.
-const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
-
 // Source says where FromNode found a node's topology, for display.
 type Source int
 
 const (
 	// SourceNone: the node has no GPUs lockstep can model; the Topology is nil.
 	SourceNone Source = iota
-	// SourceAnnotation: AnnotationKey, written by an administrator or a tool other than
+	// SourceAnnotation: wellknown.AnnotationGPUTopology, written by an administrator or a tool other than
 	// gpu-agent.
 	SourceAnnotation
-	// SourceNvidiaSMI: AnnotationKey as gpu-agent writes it, from `nvidia-smi topo -m`.
+	// SourceNvidiaSMI: wellknown.AnnotationGPUTopology as gpu-agent writes it, from `nvidia-smi topo -m`.
 	SourceNvidiaSMI
 	// SourceKnownSystem: the GFD product and count labels matched the table of known systems.
 	SourceKnownSystem
@@ -52,7 +51,7 @@ func (s Source) String() string {
 	return "Source(" + strconv.Itoa(int(s)) + ")"
 }
 
-// FromNode works out a node's GPU topology from, in order: the AnnotationKey annotation
+// FromNode works out a node's GPU topology from, in order: the wellknown.AnnotationGPUTopology annotation
 // (written by gpu-agent, or by hand); the GPU Feature Discovery labels LabelGPUProduct and
 // LabelGPUCount looked up in the table of known systems (docs/gpu-topology.md); a uniform
 // topology sized by the node's allocatable nvidia.com/gpu. A node without GPUs yields
@@ -63,7 +62,7 @@ func (s Source) String() string {
 // what FromNode returned.
 func FromNode(node *corev1.Node) (*Topology, Source, error) {
 	var annErr error
-	if value, ok := node.Annotations[AnnotationKey]; ok {
+	if value, ok := node.Annotations[wellknown.AnnotationGPUTopology]; ok {
 		t, source, err := parseAnnotationCached(value)
 		if err == nil {
 			if source == AnnotationSourceNvidiaSMI {
@@ -76,7 +75,7 @@ func FromNode(node *corev1.Node) (*Topology, Source, error) {
 	if t := knownSystemTopology(node.Labels[LabelGPUProduct], node.Labels[LabelGPUCount]); t != nil {
 		return t, SourceKnownSystem, annErr
 	}
-	q, ok := node.Status.Allocatable[ResourceGPU]
+	q, ok := node.Status.Allocatable[wellknown.ResourceGPU]
 	if n := q.Value(); ok && n > 0 && n <= MaxGPUs {
 		return uniformSYS(int(n)), SourceUniform, annErr
 	}

@@ -9,12 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 func gpuNode(annotations, labels map[string]string, allocatable int64) *corev1.Node {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", Annotations: annotations, Labels: labels}}
 	if allocatable >= 0 {
-		node.Status.Allocatable = corev1.ResourceList{ResourceGPU: *resource.NewQuantity(allocatable, resource.DecimalSI)}
+		node.Status.Allocatable = corev1.ResourceList{wellknown.ResourceGPU: *resource.NewQuantity(allocatable, resource.DecimalSI)}
 	}
 	return node
 }
@@ -25,7 +27,7 @@ func gfd(product, count string) map[string]string {
 
 func TestFromNodeConcurrent(t *testing.T) {
 	// The scheduler calls FromNode from many goroutines; run under -race.
-	ann := map[string]string{AnnotationKey: loadFixture(t, "h100-nv18.txt").Annotation("")}
+	ann := map[string]string{wellknown.AnnotationGPUTopology: loadFixture(t, "h100-nv18.txt").Annotation("")}
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
@@ -40,9 +42,9 @@ func TestFromNodeConcurrent(t *testing.T) {
 func TestFromNode(t *testing.T) {
 	a100 := loadFixture(t, "a100-nvswitch.txt")
 	dgx1 := loadFixture(t, "dgx1-v100.txt")
-	fromAgent := map[string]string{AnnotationKey: a100.Annotation(AnnotationSourceNvidiaSMI)}
-	byHand := map[string]string{AnnotationKey: dgx1.Annotation("")}
-	broken := map[string]string{AnnotationKey: `{"version":"v0"}`}
+	fromAgent := map[string]string{wellknown.AnnotationGPUTopology: a100.Annotation(AnnotationSourceNvidiaSMI)}
+	byHand := map[string]string{wellknown.AnnotationGPUTopology: dgx1.Annotation("")}
+	broken := map[string]string{wellknown.AnnotationGPUTopology: `{"version":"v0"}`}
 
 	tests := []struct {
 		name        string
@@ -114,7 +116,7 @@ func TestFromNodeSharesFallbacks(t *testing.T) {
 	assert.Same(t, c, d)
 
 	// So are topologies parsed from equal annotations.
-	ann := map[string]string{AnnotationKey: loadFixture(t, "pcie-8gpu.txt").Annotation("test")}
+	ann := map[string]string{wellknown.AnnotationGPUTopology: loadFixture(t, "pcie-8gpu.txt").Annotation("test")}
 	e, _, err := FromNode(gpuNode(ann, nil, 8))
 	require.NoError(t, err)
 	f, _, _ := FromNode(gpuNode(ann, nil, 8))

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // Quality describes a set of GPUs chosen for one pod. Two Qualities are only comparable when
@@ -457,9 +459,6 @@ func (t *Topology) improveBySwaps(set []int, q Quality, cand []int) ([]int, Qual
 	return set, q
 }
 
-// MaxScore is the highest Score.
-const MaxScore = 10
-
 // Score bands: a placement as well connected as this node ever offers for k scores
 // topBand..MaxScore by how well it fits; a weaker one scores by its weakest link alone, below
 // topBand, so that link quality always outranks fit.
@@ -482,7 +481,7 @@ const topBand = 5
 // the same hardware, and what tells them apart is which GPUs are already taken.
 func (t *Topology) Score(free []int, k int) int {
 	if k == 0 {
-		return MaxScore
+		return wellknown.MaxScore
 	}
 	_, q, ok := t.BestSet(free, k)
 	if !ok {
@@ -505,7 +504,7 @@ func (t *Topology) Score(free []int, k int) int {
 	if idle.Cut > 0 {
 		fit = max(0, 1-float64(q.Cut)/float64(idle.Cut))
 	}
-	return topBand + int(math.Round(fit*(MaxScore-topBand)))
+	return topBand + int(math.Round(fit*(wellknown.MaxScore-topBand)))
 }
 
 // idleBest is the Quality of the best k-set with every GPU free, computed once per k.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // evaluate recomputes a set's Quality from the public API only, as the reference the scorer's
@@ -401,11 +403,11 @@ func TestScoreRange(t *testing.T) {
 					s := topo.Score(free, k)
 					_, _, ok := topo.BestSet(free, k)
 					require.GreaterOrEqual(t, s, 0)
-					require.LessOrEqual(t, s, MaxScore)
+					require.LessOrEqual(t, s, wellknown.MaxScore)
 					require.Equal(t, !ok, s == 0, "free=%v k=%d: 0 exactly when the pod does not fit", free, k)
 				}
 			}
-			assert.Equal(t, MaxScore, topo.Score(nil, 0), "a pod without GPUs fits anywhere")
+			assert.Equal(t, wellknown.MaxScore, topo.Score(nil, 0), "a pod without GPUs fits anywhere")
 		})
 	}
 }
@@ -469,14 +471,14 @@ func TestScoreExamples(t *testing.T) {
 		want int
 	}{
 		{"idle node", quads, quads.Indices(), 2, topBand},
-		{"whole idle node for an 8-GPU pod", quads, quads.Indices(), 8, MaxScore},
-		{"exact fit of an island", quads, []int{4, 5, 6, 7}, 4, MaxScore},
-		{"last free GPU", quads, []int{6}, 1, MaxScore},
+		{"whole idle node for an 8-GPU pod", quads, quads.Indices(), 8, wellknown.MaxScore},
+		{"exact fit of an island", quads, []int{4, 5, 6, 7}, 4, wellknown.MaxScore},
+		{"last free GPU", quads, []int{6}, 1, wellknown.MaxScore},
 		// Cuts 4x3 SYS links where the idle node's best quad cuts 4x4: fit 1/4, 5 + round(5/4).
 		{"idle quad for a 4-GPU pod", quads, without(quads, 0), 4, 6},
-		{"DGX-1: NV2 pair left", dgx1, []int{2, 3}, 2, MaxScore},
+		{"DGX-1: NV2 pair left", dgx1, []int{2, 3}, 2, wellknown.MaxScore},
 		{"DGX-1: only NV1 pairs left", dgx1, []int{0, 1, 6}, 2, 4},
-		{"only PIX pair", box, []int{4, 5}, 2, MaxScore},
+		{"only PIX pair", box, []int{4, 5}, 2, wellknown.MaxScore},
 		{"PCIe: same socket only", box, []int{0, 2, 5}, 2, 2},
 		{"PCIe: across sockets only", box, []int{0, 4}, 2, 1},
 		{"does not fit", box, []int{0}, 2, 0},
@@ -502,7 +504,7 @@ func TestScoreBestFitOnUniformNodes(t *testing.T) {
 				taken, _, _ := topo.BestSet(free, 1)
 				free = slices.DeleteFunc(free, func(g int) bool { return g == taken[0] })
 			}
-			assert.Equal(t, MaxScore, prev, "k=%d: the last fitting state is an exact fit", k)
+			assert.Equal(t, wellknown.MaxScore, prev, "k=%d: the last fitting state is an exact fit", k)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // bindMargin is the least time left between a held bind's answer and the scheduler giving up on
@@ -87,7 +88,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.bindWait, "bind-wait", o.bindWait, "how long a gang member's bind call is held waiting for quorum before it answers with an error (the pod keeps its reservation and lockstep binds it when the quorum arrives); must be at least 1s below the scheduler's httpTimeout")
 	fs.DurationVar(&o.httpTimeout, "scheduler-http-timeout", o.httpTimeout, "the httpTimeout of lockstep's stanza in the scheduler configuration (kube-scheduler uses 5s when unset); ignored when --scheduler-config is given")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", o.schedulerConfig, "KubeSchedulerConfiguration file the scheduler runs with; lockstep reads its extender httpTimeout from it")
-	fs.DurationVar(&o.defaultWaitingTime, "default-waiting-time", o.defaultWaitingTime, "how long a gang's reservation lives when its pods carry no "+gang.AnnotationWaitingTime+" annotation")
+	fs.DurationVar(&o.defaultWaitingTime, "default-waiting-time", o.defaultWaitingTime, "how long a gang's reservation lives when its pods carry no "+wellknown.AnnotationGangWaitingTime+" annotation")
 	fs.DurationVar(&o.commitTimeout, "commit-timeout", o.commitTimeout, "how long lockstep keeps retrying the bindings of a gang that reached quorum")
 	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", o.maxRequestBytes, "largest request body accepted; larger ones get 413")
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "queries per second to the apiserver for everything but bindings, events and pod conditions (informers' lists)")

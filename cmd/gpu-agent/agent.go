@@ -17,6 +17,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/lockstep-sched/lockstep/gpu"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // fieldManager names gpu-agent in the node's managedFields.
@@ -26,7 +27,7 @@ const fieldManager = "lockstep-gpu-agent"
 // stand a fixture in for the real command.
 type topoRunner func(ctx context.Context) ([]byte, error)
 
-// agent keeps one node's gpu.AnnotationKey annotation in line with what nvidia-smi reports.
+// agent keeps one node's wellknown.AnnotationGPUTopology annotation in line with what nvidia-smi reports.
 type agent struct {
 	nodes    corev1client.NodeInterface
 	nodeName string
@@ -51,13 +52,13 @@ func (a *agent) sync(ctx context.Context) (patched bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("reading node %s: %w", a.nodeName, err)
 	}
-	if node.Annotations[gpu.AnnotationKey] == want {
+	if node.Annotations[wellknown.AnnotationGPUTopology] == want {
 		return false, nil
 	}
 	// A merge patch of this one key cannot clobber annotations other controllers write
 	// concurrently, and needs no resourceVersion round trip.
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{gpu.AnnotationKey: want}},
+		"metadata": map[string]any{"annotations": map[string]string{wellknown.AnnotationGPUTopology: want}},
 	})
 	if err != nil {
 		return false, fmt.Errorf("building patch: %w", err)

@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/lockstep-sched/lockstep/gpu"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 const nodeName = "gpu-node-1"
@@ -71,41 +72,41 @@ func TestSync(t *testing.T) {
 			node:    newNode(other),
 			topo:    fromFixture(dgx1),
 			patched: true,
-			want:    map[string]string{"example.com/keep": "me", gpu.AnnotationKey: current},
+			want:    map[string]string{"example.com/keep": "me", wellknown.AnnotationGPUTopology: current},
 		},
 		{
 			name:    "node without annotations",
 			node:    newNode(nil),
 			topo:    fromFixture(dgx1),
 			patched: true,
-			want:    map[string]string{gpu.AnnotationKey: current},
+			want:    map[string]string{wellknown.AnnotationGPUTopology: current},
 		},
 		{
 			name:    "replaces a stale annotation",
-			node:    newNode(map[string]string{gpu.AnnotationKey: current, "example.com/keep": "me"}),
+			node:    newNode(map[string]string{wellknown.AnnotationGPUTopology: current, "example.com/keep": "me"}),
 			topo:    fromFixture(h100),
 			patched: true,
-			want:    map[string]string{"example.com/keep": "me", gpu.AnnotationKey: wantAnnotation(t, h100)},
+			want:    map[string]string{"example.com/keep": "me", wellknown.AnnotationGPUTopology: wantAnnotation(t, h100)},
 		},
 		{
 			name: "up to date: no patch",
-			node: newNode(map[string]string{gpu.AnnotationKey: current}),
+			node: newNode(map[string]string{wellknown.AnnotationGPUTopology: current}),
 			topo: fromFixture(dgx1),
-			want: map[string]string{gpu.AnnotationKey: current},
+			want: map[string]string{wellknown.AnnotationGPUTopology: current},
 		},
 		{
 			name:      "nvidia-smi missing leaves the annotation alone",
-			node:      newNode(map[string]string{gpu.AnnotationKey: current}),
+			node:      newNode(map[string]string{wellknown.AnnotationGPUTopology: current}),
 			topo:      nvidiaSMI(filepath.Join(t.TempDir(), "nvidia-smi"), time.Minute),
 			errSubstr: "nvidia-smi not found: gpu-agent needs the NVIDIA container runtime",
-			want:      map[string]string{gpu.AnnotationKey: current},
+			want:      map[string]string{wellknown.AnnotationGPUTopology: current},
 		},
 		{
 			name:      "unparsable output names the line",
-			node:      newNode(map[string]string{gpu.AnnotationKey: current}),
+			node:      newNode(map[string]string{wellknown.AnnotationGPUTopology: current}),
 			topo:      fromFixture([]byte("\tGPU0\tGPU1\nGPU0\t X \tNV2\nGPU1\tNV3\t X \n")),
 			errSubstr: "nvidia-smi topo -m output, line 3: GPU1 to GPU0 is NV3, but line 2 has GPU0 to GPU1 as NV2",
-			want:      map[string]string{gpu.AnnotationKey: current},
+			want:      map[string]string{wellknown.AnnotationGPUTopology: current},
 		},
 		{
 			name:      "patch refused",
@@ -153,7 +154,7 @@ func TestSync(t *testing.T) {
 			assert.Equal(t, types.MergePatchType, patches[0].GetPatchType())
 			var body map[string]any
 			require.NoError(t, json.Unmarshal(patches[0].GetPatch(), &body))
-			assert.Equal(t, map[string]any{"metadata": map[string]any{"annotations": map[string]any{gpu.AnnotationKey: tt.want[gpu.AnnotationKey]}}},
+			assert.Equal(t, map[string]any{"metadata": map[string]any{"annotations": map[string]any{wellknown.AnnotationGPUTopology: tt.want[wellknown.AnnotationGPUTopology]}}},
 				body, "the patch touches only the topology annotation")
 		})
 	}
@@ -223,7 +224,7 @@ func TestRunRetriesWithBackoff(t *testing.T) {
 	assert.Equal(t, len(results), runs)
 	node, err := client.CoreV1().Nodes().Get(t.Context(), nodeName, metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Contains(t, node.Annotations, gpu.AnnotationKey)
+	assert.Contains(t, node.Annotations, wellknown.AnnotationGPUTopology)
 }
 
 func TestRunBackoffIsCappedByInterval(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 func TestPod(t *testing.T) {
@@ -23,14 +24,14 @@ func TestPod(t *testing.T) {
 	require.Equal(t, "n1", p.Spec.NodeName)
 	require.True(t, p.CreationTimestamp.Time.Equal(t0))
 	require.Equal(t, map[string]string{
-		builders.AnnotationGangName:     "mpi",
-		builders.AnnotationMinAvailable: "5",
-		builders.AnnotationWaitingTime:  "30s",
-		builders.AnnotationTotalNumber:  "6",
+		wellknown.AnnotationGangName:         "mpi",
+		wellknown.AnnotationGangMinAvailable: "5",
+		wellknown.AnnotationGangWaitingTime:  "30s",
+		wellknown.AnnotationGangTotalNumber:  "6",
 	}, p.Annotations)
 	res := p.Spec.Containers[0].Resources
-	require.Equal(t, resource.MustParse("2"), res.Requests[builders.GPUResource])
-	require.Equal(t, resource.MustParse("2"), res.Limits[builders.GPUResource], "extended resources need equal limits")
+	require.Equal(t, resource.MustParse("2"), res.Requests[wellknown.ResourceGPU])
+	require.Equal(t, resource.MustParse("2"), res.Limits[wellknown.ResourceGPU], "extended resources need equal limits")
 	require.Equal(t, resource.MustParse("1"), res.Requests[corev1.ResourceCPU])
 	require.Equal(t, resource.MustParse("1Gi"), res.Requests[corev1.ResourceMemory])
 
@@ -50,7 +51,7 @@ func TestNode(t *testing.T) {
 	require.Equal(t, "n1", n.Name)
 	require.True(t, n.Spec.Unschedulable)
 	for _, list := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
-		require.Equal(t, resource.MustParse("8"), list[builders.GPUResource])
+		require.Equal(t, resource.MustParse("8"), list[wellknown.ResourceGPU])
 		require.Equal(t, resource.MustParse("64"), list[corev1.ResourceCPU])
 		require.Equal(t, resource.MustParse("256Gi"), list[corev1.ResourceMemory])
 		require.Equal(t, resource.MustParse("110"), list[corev1.ResourcePods])

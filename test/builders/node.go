@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // NodeBuilder builds a *corev1.Node. Resource setters set capacity and allocatable alike.
@@ -55,7 +57,7 @@ func (b *NodeBuilder) Allocatable(name corev1.ResourceName, quantity string) *No
 
 // GPU sets the nvidia.com/gpu count.
 func (b *NodeBuilder) GPU(n int64) *NodeBuilder {
-	return b.Resource(GPUResource, strconv.FormatInt(n, 10))
+	return b.Resource(wellknown.ResourceGPU, strconv.FormatInt(n, 10))
 }
 
 // CPU sets the CPU, e.g. "64".

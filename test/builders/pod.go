@@ -8,9 +8,8 @@
 // many variants. The objects pass API validation (extended resources carry equal requests and
 // limits), so end-to-end tests can create them on a real apiserver.
 //
-// The package deliberately does not import lockstep's own packages: the gang package's internal
-// tests use it, and Go forbids the import cycle that would make. The annotation keys below are
-// therefore copies; a test in package gang checks they stay equal.
+// The package imports no lockstep package but the vocabulary (wellknown): the gang package's
+// internal tests use it, and Go forbids the import cycle that importing gang would make.
 package builders
 
 import (
@@ -21,18 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-// The Koordinator gang annotations lockstep reads (copies of gang.Annotation*).
-const (
-	AnnotationGangName     = "gang.scheduling.koordinator.sh/name"
-	AnnotationMinAvailable = "gang.scheduling.koordinator.sh/min-available"
-	AnnotationWaitingTime  = "gang.scheduling.koordinator.sh/waiting-time"
-	AnnotationTotalNumber  = "gang.scheduling.koordinator.sh/total-number"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
-
-// GPUResource is the NVIDIA device plugin's extended resource (a copy of gang.GPUResource).
-const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
 // DefaultImage is the image of the container every built pod starts with.
 const DefaultImage = "registry.k8s.io/pause:3.10"
@@ -112,27 +102,27 @@ func (b *PodBuilder) WithoutAnnotation(key string) *PodBuilder {
 
 // Gang makes the pod a member of gang name needing minAvailable members placed together.
 func (b *PodBuilder) Gang(name string, minAvailable int) *PodBuilder {
-	return b.Annotation(AnnotationGangName, name).Annotation(AnnotationMinAvailable, strconv.Itoa(minAvailable))
+	return b.Annotation(wellknown.AnnotationGangName, name).Annotation(wellknown.AnnotationGangMinAvailable, strconv.Itoa(minAvailable))
 }
 
 // GangName sets only the gang name annotation.
 func (b *PodBuilder) GangName(name string) *PodBuilder {
-	return b.Annotation(AnnotationGangName, name)
+	return b.Annotation(wellknown.AnnotationGangName, name)
 }
 
 // MinAvailable sets the min-available annotation verbatim ("0", "abc" are allowed).
 func (b *PodBuilder) MinAvailable(v string) *PodBuilder {
-	return b.Annotation(AnnotationMinAvailable, v)
+	return b.Annotation(wellknown.AnnotationGangMinAvailable, v)
 }
 
 // WaitingTime sets the waiting-time annotation verbatim, e.g. "30s".
 func (b *PodBuilder) WaitingTime(d string) *PodBuilder {
-	return b.Annotation(AnnotationWaitingTime, d)
+	return b.Annotation(wellknown.AnnotationGangWaitingTime, d)
 }
 
 // TotalNumber sets the total-number annotation.
 func (b *PodBuilder) TotalNumber(n int) *PodBuilder {
-	return b.Annotation(AnnotationTotalNumber, strconv.Itoa(n))
+	return b.Annotation(wellknown.AnnotationGangTotalNumber, strconv.Itoa(n))
 }
 
 // Created sets the creation timestamp (lockstep orders gang members by it).
@@ -228,7 +218,7 @@ func (b *PodBuilder) Memory(quantity string) *PodBuilder {
 // have both, equal).
 func (b *PodBuilder) GPU(n int64) *PodBuilder {
 	q := strconv.FormatInt(n, 10)
-	return b.Request(GPUResource, q).Limit(GPUResource, q)
+	return b.Request(wellknown.ResourceGPU, q).Limit(wellknown.ResourceGPU, q)
 }
 
 // InitContainer adds an init container with the given requests (for tests of the effective

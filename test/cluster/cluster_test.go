@@ -26,6 +26,8 @@ import (
 	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 const shippedLikeConfig = `apiVersion: kubescheduler.config.k8s.io/v1
@@ -170,7 +172,7 @@ func TestCluster(t *testing.T) {
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for _, n := range nodes.Items {
-		gpus := n.Status.Allocatable[GPUResource]
+		gpus := n.Status.Allocatable[wellknown.ResourceGPU]
 		if gpuNodes[n.Name] {
 			seen[n.Name] = true
 			assert.Equal(t, int64(8), gpus.Value(), "allocatable GPUs of %s", n.Name)
@@ -282,7 +284,7 @@ func createGPUPod(ctx context.Context, t *testing.T, c *Cluster, name string) *c
 			Image: "registry.invalid/none:0",
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
-				Limits:   corev1.ResourceList{GPUResource: resource.MustParse("1")},
+				Limits:   corev1.ResourceList{wellknown.ResourceGPU: resource.MustParse("1")},
 			},
 		}}},
 	}

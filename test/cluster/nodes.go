@@ -9,10 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// GPUResource is the extended resource the NVIDIA device plugin advertises.
-const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
 
 // NodeSpec describes a node that has no kubelet behind it.
 type NodeSpec struct {
@@ -58,7 +57,7 @@ func (c *Cluster) CreateNode(ctx context.Context, n NodeSpec) (*corev1.Node, err
 		resources[name] = qty
 	}
 	if n.GPUs > 0 {
-		resources[GPUResource] = *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI)
+		resources[wellknown.ResourceGPU] = *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI)
 	}
 	labels := map[string]string{
 		corev1.LabelHostname:   n.Name,

@@ -25,6 +25,7 @@ import (
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/cluster"
 	"github.com/lockstep-sched/lockstep/test/harness"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 const namespace = "default"
@@ -131,8 +132,8 @@ func printPods(ctx context.Context, env *harness.Env) error {
 		if node == "" {
 			node, state = "-", "Pending"
 		}
-		gpus := p.Spec.Containers[0].Resources.Requests[corev1.ResourceName(gang.GPUResource)]
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", p.Name, p.Annotations[gang.AnnotationName], gpus.String(), node, state)
+		gpus := p.Spec.Containers[0].Resources.Requests[corev1.ResourceName(wellknown.ResourceGPU)]
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", p.Name, p.Annotations[wellknown.AnnotationGangName], gpus.String(), node, state)
 	}
 	return w.Flush()
 }

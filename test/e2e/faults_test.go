@@ -17,6 +17,7 @@ import (
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/faultproxy"
 	"github.com/lockstep-sched/lockstep/test/harness"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // These tests put faults between lockstep and kube-apiserver (test/faultproxy) and show that a
@@ -121,7 +122,7 @@ func TestLostBindingAnswers(t *testing.T) {
 	})
 	s.eventually(10*time.Second, "the GPU indices on the pod, written by the binding itself", func() bool {
 		p, err := env.client.CoreV1().Pods(s.ns).Get(s.ctx, "pair-1", metav1.GetOptions{})
-		return err == nil && p.Annotations[gang.AnnotationGPUIDs] != ""
+		return err == nil && p.Annotations[wellknown.AnnotationGPUIDs] != ""
 	})
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/lockstep-sched/lockstep/test/builders"
 	"github.com/lockstep-sched/lockstep/test/cluster"
 	"github.com/lockstep-sched/lockstep/test/harness"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // scenario is one test's namespace and nodes, removed when the test ends.
@@ -272,7 +273,7 @@ func watchBinds(t *testing.T, ctx context.Context, ns string) *bindLog {
 		defer l.mu.Unlock()
 		if _, seen := l.at[p.Name]; !seen {
 			l.at[p.Name] = time.Now()
-			l.gangs[p.Name] = p.Annotations[gang.AnnotationName]
+			l.gangs[p.Name] = p.Annotations[wellknown.AnnotationGangName]
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // (i) 4 nodes x 2 GPUs: the 5 x 2-GPU MPI job binds nothing however often the scheduler retries,
@@ -38,7 +39,7 @@ func TestGangThatDoesNotFitBindsNothing(t *testing.T) {
 	g := s.gangs()["mpi-5x2gpu"]
 	require.Equal(t, gang.PhaseWaiting, g.Phase)
 	require.Contains(t, g.Reason, want)
-	require.True(t, s.hasEvent("mpi-5x2gpu-0", gang.ReasonWaiting, want) || s.hasEvent("mpi-5x2gpu-1", gang.ReasonWaiting, want))
+	require.True(t, s.hasEvent("mpi-5x2gpu-0", wellknown.ReasonGangWaiting, want) || s.hasEvent("mpi-5x2gpu-1", wellknown.ReasonGangWaiting, want))
 	s.deleteAllPods()
 
 	s.createExample("mpi-4x2gpu-runs.yaml")
@@ -220,14 +221,14 @@ func TestExpiredReservationLetsNextGangThrough(t *testing.T) {
 
 	s.eventually(60*time.Second, "stuck to time out", func() bool { return s.gangs()["stuck"].Phase == gang.PhaseTimedOut })
 	require.Contains(t, s.gangs()["stuck"].Reason, "expired")
-	s.eventually(30*time.Second, "a GangTimedOut event", func() bool { return s.hasEvent("stuck-0", gang.ReasonTimedOut, "expired") })
+	s.eventually(30*time.Second, "a GangTimedOut event", func() bool { return s.hasEvent("stuck-0", wellknown.ReasonGangTimedOut, "expired") })
 	s.eventually(30*time.Second, "the GangScheduled=False TimedOut condition on the stuck members", func() bool {
 		pod, err := env.client.CoreV1().Pods(s.ns).Get(s.ctx, "stuck-0", metav1.GetOptions{})
 		if err != nil {
 			return false
 		}
 		for _, c := range pod.Status.Conditions {
-			if c.Type == gang.ConditionGangScheduled && c.Status == corev1.ConditionFalse && c.Reason == gang.ConditionReasonTimedOut {
+			if c.Type == wellknown.ConditionGangScheduled && c.Status == corev1.ConditionFalse && c.Reason == wellknown.ConditionReasonTimedOut {
 				return true
 			}
 		}
@@ -244,16 +245,16 @@ func TestDebugGangsAndBadAnnotations(t *testing.T) {
 	s := newScenario(t, 2, 2)
 	s.createExample("tf-ps-worker.yaml")
 	bad := podSpec{name: "typo-0", gpus: 1, gang: "typo", minAvailable: 1}.pod()
-	bad.Annotations[gang.AnnotationMinAvailable] = "two"
+	bad.Annotations[wellknown.AnnotationGangMinAvailable] = "two"
 	s.create(bad)
 
 	s.eventually(60*time.Second, "the TF gang (PS without GPU + 3 GPU workers) bound", func() bool { return s.boundIn("tf-ps-worker") == 4 })
 	s.binds.assertNeverPartial(t, "tf-ps-worker", 4)
-	wantBad := fmt.Sprintf(`pod %s/typo-0: annotation %s="two": must be a positive integer`, s.ns, gang.AnnotationMinAvailable)
+	wantBad := fmt.Sprintf(`pod %s/typo-0: annotation %s="two": must be a positive integer`, s.ns, wellknown.AnnotationGangMinAvailable)
 	s.eventually(60*time.Second, "the bad annotation in FailedScheduling", func() bool {
 		return s.hasEvent("typo-0", "FailedScheduling", wantBad)
 	})
-	s.eventually(30*time.Second, "a GangRejected event", func() bool { return s.hasEvent("typo-0", gang.ReasonRejected, wantBad) })
+	s.eventually(30*time.Second, "a GangRejected event", func() bool { return s.hasEvent("typo-0", wellknown.ReasonGangRejected, wantBad) })
 
 	gangs := s.gangs()
 	tf := gangs["tf-ps-worker"]

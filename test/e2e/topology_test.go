@@ -16,6 +16,7 @@ import (
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/test/cluster"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // A gang of 4 x 2 GPUs lands whole on one free 8-GPU node (not spread over the small nodes, where
@@ -23,7 +24,7 @@ import (
 // NVLink-connected on a DGX-1 whose topology is given by annotation.
 func TestGangLandsOnOneNodeWithNVLinkPairs(t *testing.T) {
 	dgx1 := dgx1Topology(t)
-	annotated := map[string]string{gpu.AnnotationKey: dgx1.Annotation("e2e")}
+	annotated := map[string]string{wellknown.AnnotationGPUTopology: dgx1.Annotation("e2e")}
 	s := newScenarioWithNodes(t,
 		cluster.NodeSpec{Name: "small-0", GPUs: 2},
 		cluster.NodeSpec{Name: "small-1", GPUs: 2},
@@ -42,8 +43,8 @@ func TestGangLandsOnOneNodeWithNVLinkPairs(t *testing.T) {
 	var all []int
 	for _, p := range s.pods() {
 		nodes[p.Spec.NodeName] = true
-		ids, err := gang.ParseGPUIDs(p.Annotations[gang.AnnotationGPUIDs], 2)
-		require.NoError(t, err, "pod %s: %s=%q", p.Name, gang.AnnotationGPUIDs, p.Annotations[gang.AnnotationGPUIDs])
+		ids, err := gang.ParseGPUIDs(p.Annotations[wellknown.AnnotationGPUIDs], 2)
+		require.NoError(t, err, "pod %s: %s=%q", p.Name, wellknown.AnnotationGPUIDs, p.Annotations[wellknown.AnnotationGPUIDs])
 		link, _ := dgx1.Link(ids[0], ids[1])
 		require.True(t, link.IsNVLink(), "pod %s got GPUs %v linked by %s", p.Name, ids, link)
 		all = append(all, ids...)
@@ -65,7 +66,7 @@ func TestGangLandsOnOneNodeWithNVLinkPairs(t *testing.T) {
 		}
 	}
 	require.False(t, nodes[quad.Spec.NodeName], "the other DGX-1 is the only node with 4 free GPUs")
-	ids, err := gang.ParseGPUIDs(quad.Annotations[gang.AnnotationGPUIDs], 4)
+	ids, err := gang.ParseGPUIDs(quad.Annotations[wellknown.AnnotationGPUIDs], 4)
 	require.NoError(t, err)
 	for _, a := range ids {
 		for _, b := range ids {
@@ -97,7 +98,7 @@ func dgx1Topology(t *testing.T) *gpu.Topology {
 // fallback topology.
 func TestInvalidTopologyAnnotationIsReported(t *testing.T) {
 	s := newScenarioWithNodes(t,
-		cluster.NodeSpec{Name: "garbled", GPUs: 4, Annotations: map[string]string{gpu.AnnotationKey: "{not json"}})
+		cluster.NodeSpec{Name: "garbled", GPUs: 4, Annotations: map[string]string{wellknown.AnnotationGPUTopology: "{not json"}})
 	node := s.nodes[0]
 	var problem gang.NodeStatus
 	s.eventually(30*time.Second, "/debug/nodes to report the node", func() bool {
@@ -122,9 +123,9 @@ func TestInvalidTopologyAnnotationIsReported(t *testing.T) {
 	require.Equal(t, "uniform", problem.TopologySource)
 	s.eventually(30*time.Second, "a GPUTopologyInvalid event on the Node", func() bool {
 		list, err := env.client.CoreV1().Events(metav1.NamespaceDefault).List(s.ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + gang.ReasonTopologyInvalid,
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + wellknown.ReasonGPUTopologyInvalid,
 		})
-		return err == nil && len(list.Items) > 0 && strings.Contains(list.Items[0].Message, gpu.AnnotationKey)
+		return err == nil && len(list.Items) > 0 && strings.Contains(list.Items[0].Message, wellknown.AnnotationGPUTopology)
 	})
 	s.create(podSpec{name: "uses-it", gpus: 2}.pod())
 	s.eventually(60*time.Second, "a GPU pod bound on the node anyway", func() bool { return s.boundIn("uses-it") == 1 })

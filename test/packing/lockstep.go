@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/gpu"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 const namespace = "openb"
@@ -95,16 +96,16 @@ func (l *lockstepPolicy) podObject(p tracePod, g *gangSpec) *corev1.Pod {
 	req := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewMilliQuantity(p.cpuMilli, resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(p.memMiB<<20, resource.BinarySI),
-		gang.GPUResource:      *resource.NewQuantity(int64(p.numGPU), resource.DecimalSI),
+		wellknown.ResourceGPU: *resource.NewQuantity(int64(p.numGPU), resource.DecimalSI),
 	}
-	limits := corev1.ResourceList{gang.GPUResource: req[gang.GPUResource].DeepCopy()}
+	limits := corev1.ResourceList{wellknown.ResourceGPU: req[wellknown.ResourceGPU].DeepCopy()}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: namespace, Name: p.name, UID: uidOf(p.name),
 			CreationTimestamp: metav1.NewTime(l.t0.Add(time.Duration(l.seq) * time.Second)),
 			Annotations: map[string]string{
-				gang.AnnotationName:         g.name,
-				gang.AnnotationMinAvailable: strconv.Itoa(len(g.pods)),
+				wellknown.AnnotationGangName:         g.name,
+				wellknown.AnnotationGangMinAvailable: strconv.Itoa(len(g.pods)),
 			},
 		},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
@@ -185,7 +186,7 @@ func (l *lockstepPolicy) placeGang(c *cluster, g *gangSpec) (ok bool, reason str
 		bound.Spec.NodeName = b.node
 		bound.Status.Phase = corev1.PodRunning
 		if len(b.gpuIDs) > 0 {
-			bound.Annotations[gang.AnnotationGPUIDs] = gang.FormatGPUIDs(b.gpuIDs)
+			bound.Annotations[wellknown.AnnotationGPUIDs] = gang.FormatGPUIDs(b.gpuIDs)
 		}
 		l.podsMu.Lock()
 		l.pods[o.UID] = bound

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/gpu"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // The openb node list names GPU models but not how their GPUs are wired. The benchmark gives
@@ -144,14 +144,14 @@ func nodeObject(n traceNode, t *gpu.Topology) *corev1.Node {
 		corev1.ResourceCPU:    *resource.NewMilliQuantity(n.cpuMilli, resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(n.memMiB<<20, resource.BinarySI),
 		corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
-		gang.GPUResource:      *resource.NewQuantity(int64(n.gpus), resource.DecimalSI),
+		wellknown.ResourceGPU: *resource.NewQuantity(int64(n.gpus), resource.DecimalSI),
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        n.name,
 			UID:         types.UID("uid-node-" + n.name),
 			Labels:      map[string]string{"openb/model": n.model, "openb/gpus": strconv.Itoa(n.gpus)},
-			Annotations: map[string]string{gpu.AnnotationKey: t.Annotation("openb-" + n.model)},
+			Annotations: map[string]string{wellknown.AnnotationGPUTopology: t.Annotation("openb-" + n.model)},
 		},
 		Status: corev1.NodeStatus{
 			Capacity:    alloc.DeepCopy(),

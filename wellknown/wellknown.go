@@ -1,0 +1,60 @@
+// Package wellknown is lockstep's shared vocabulary: the names other programs and people see and
+// write (annotation keys, the GPU resource, the extender score scale, event reasons, the pod
+// condition). Every package and test builder imports them from here, so a key is spelled once.
+//
+// It owns names only: no parsing, no behaviour, no imports beyond the API types the names are
+// typed with.
+package wellknown
+
+import corev1 "k8s.io/api/core/v1"
+
+// ResourceGPU is the extended resource the NVIDIA device plugin advertises.
+const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+
+// MaxScore is the top of the extender priority scale (extenderv1.MaxExtenderPriority).
+const MaxScore = 10
+
+// The Koordinator gang annotations on pods. lockstep reads the keys users already write for
+// Koordinator so that a job moves between the two schedulers without edits.
+const (
+	AnnotationGangName         = "gang.scheduling.koordinator.sh/name"
+	AnnotationGangMinAvailable = "gang.scheduling.koordinator.sh/min-available"
+	AnnotationGangWaitingTime  = "gang.scheduling.koordinator.sh/waiting-time"
+	AnnotationGangTotalNumber  = "gang.scheduling.koordinator.sh/total-number"
+)
+
+// lockstep's own annotations.
+const (
+	// AnnotationGPUIDs is written by lockstep on every GPU pod it binds, with the binding itself:
+	// the indices of the GPUs it chose for the pod on its node, e.g. "0,1,2,3". A device plugin
+	// that honours it hands the pod exactly those GPUs; lockstep rebuilds which GPUs are taken
+	// from it after a restart.
+	AnnotationGPUIDs = "lockstep.dev/gpu-ids"
+	// AnnotationGPUTopology is the node annotation that carries a node's GPU topology (package
+	// gpu says its format; gpu-agent writes it).
+	AnnotationGPUTopology = "lockstep.dev/gpu-topology"
+)
+
+// Event reasons lockstep writes on pods.
+const (
+	ReasonGangWaiting    = "GangWaiting"
+	ReasonGangRejected   = "GangRejected"
+	ReasonGangReserved   = "GangReserved"
+	ReasonGangBound      = "GangBound"
+	ReasonGangBindFailed = "GangBindFailed"
+	ReasonGangTimedOut   = "GangTimedOut"
+)
+
+// ReasonGPUTopologyInvalid is the Event reason lockstep writes on a Node whose topology
+// annotation it cannot use.
+const ReasonGPUTopologyInvalid = "GPUTopologyInvalid"
+
+// ConditionGangScheduled is the pod condition lockstep writes on gang members whose gang's
+// situation changed while they wait (package gang says why it is needed).
+const ConditionGangScheduled corev1.PodConditionType = "lockstep.dev/GangScheduled"
+
+// Reasons of ConditionGangScheduled.
+const (
+	ConditionReasonCapacityFreed = "CapacityFreed"
+	ConditionReasonTimedOut      = "TimedOut"
+)
