@@ -36,23 +36,23 @@ e2e: control-plane
 test: vet control-plane unit e2e
 
 demo: control-plane
-	$(GO) run ./test/demo
+	$(GO) run ./test/cmd/demo
 
 # Throughput runs twice: with the schedulers as shipped (kube-scheduler's client at its default
 # 50 requests/s, which caps the scheduler alone), then with every scheduler's client limit lifted,
 # where each is bound by CPU alone.
 bench: control-plane scheduler-plugins
-	$(GO) run ./test/verbbench
-	$(GO) run ./test/throughput
-	$(GO) run ./test/throughput -scheduler-qps 1000
+	$(GO) run ./test/cmd/verbbench
+	$(GO) run ./test/cmd/throughput
+	$(GO) run ./test/cmd/throughput -scheduler-qps 1000
 
 # Throughput and gang latency through the real kube-scheduler: alone, with lockstep, and
 # scheduler-plugins' coscheduling. Flags: make bench-throughput ARGS="-nodes 100 -ordinary 400 -gangs 25"
 bench-throughput: control-plane scheduler-plugins
-	$(GO) run ./test/throughput $(ARGS)
+	$(GO) run ./test/cmd/throughput $(ARGS)
 
 bench-packing:
-	$(GO) run ./test/packing
+	$(GO) run ./test/cmd/packing
 
 image:
 	docker build -t ghcr.io/lockstep-sched/lockstep:latest .

@@ -28,8 +28,7 @@ import (
 	"github.com/lockstep-sched/lockstep/gang"
 )
 
-// Scheduler is what the HTTP layer delegates to; *gang.Manager implements it. The node names it
-// is handed live only until the call returns its answer: it must not keep them.
+// Scheduler is what the HTTP layer delegates to; *gang.Manager implements it.
 type Scheduler interface {
 	Filter(pod *corev1.Pod, nodes []string) gang.FilterResult
 	// Prioritize scores nodes in dst's storage when it has room.
@@ -117,11 +116,16 @@ func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
 	if call.namesSent() {
 		// nodeCacheCapable: the scheduler sent names and reads names back. Feasible holds only
 		// offered names, so they are plain when the offered ones are.
-		call.answer = appendFilterResult(call.answer, result.Feasible, call.plainNames, call.namesAsSent(result.Feasible), result.Failed)
+		feasible, asSent := result.Feasible, ""
+		if result.AllPass {
+			feasible, asSent = call.names, call.namesAsSent()
+		}
+		call.answer = appendFilterResult(call.answer, feasible, call.plainNames, asSent, result.Failed)
 		return writeRaw(w, call.answer)
 	}
-	keep := make(map[string]bool, len(result.Feasible))
-	for _, n := range result.Feasible {
+	passing := result.Passing(call.names)
+	keep := make(map[string]bool, len(passing))
+	for _, n := range passing {
 		keep[n] = true
 	}
 	list := &corev1.NodeList{Items: []corev1.Node{}}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/gang"
-	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
 )
 
 // stubScheduler answers with canned results and records what it was asked.

@@ -25,11 +25,12 @@ type extenderArgs struct {
 // answer is built in, all reused from call to call. The scheduler sends every candidate node's
 // name on every call: at 5,000 nodes, decoding them into fresh strings and building the answer in
 // fresh slices made 300-400 KB of garbage per call, and the collections that garbage caused set
-// the slowest calls. Reused, a call's garbage is little more than its pod.
+// the slowest calls. Reused, a call's garbage is little more than its pod and one copy of the
+// names' text.
 //
-// Everything in it lives until release, which the handler calls once the answer is written:
-// nothing the scheduler interface is handed may be kept past the call (the names are substrings
-// of body or rawNames, which the next call overwrites).
+// What the gang manager is handed are ordinary strings: the names are substrings of that one
+// copy, which is never reused, so the manager may keep any of them. Everything else lives until
+// release, which the handler calls once the answer is written.
 type extenderCall struct {
 	body bytes.Buffer
 	args extenderArgs
@@ -41,7 +42,8 @@ type extenderCall struct {
 	// plainNames is true when every name encodes in JSON as itself between quotes, so answers
 	// can copy names without looking at them again.
 	plainNames bool
-	// namesText is the NodeNames array as it arrived, when the fast path read it.
+	// namesText is the NodeNames array as it arrived, when the fast path read it; the names are
+	// substrings of it.
 	namesText string
 	scores    []int64
 	answer    []byte
@@ -58,10 +60,7 @@ func newExtenderCall() *extenderCall {
 }
 
 func (c *extenderCall) release() {
-	// A name kept past the call by mistake then reads as NULs rather than as another call's
-	// node, which tests notice.
-	clear(c.body.Bytes())
-	clear(c.rawNames)
+	// The pooled call must not keep the names' text alive for whoever kept a name.
 	clear(c.names)
 	c.body.Reset()
 	c.rawNames, c.names, c.scores, c.answer = c.rawNames[:0], c.names[:0], c.scores[:0], c.answer[:0]
@@ -135,7 +134,7 @@ func (c *extenderCall) decodeFast(body []byte) bool {
 			if err != nil {
 				return false
 			}
-			sawNames, c.names, c.plainNames, c.namesText = true, names, plain, s[i:end]
+			sawNames, c.names, c.plainNames, c.namesText = true, names, plain, ownCopy(s[i:end], names)
 			i = end
 		default:
 			return false
@@ -186,12 +185,11 @@ func skipObject(s string, i int) (end int, ok bool) {
 }
 
 // namesAsSent returns the offered names' JSON array as the scheduler sent it when that is
-// exactly what the encoder would write for feasible, "" otherwise: feasible is the offered list itself, every
-// name is plain, and the array has no whitespace. Most filter answers on a cluster with room pass
-// every node, and copying the array whole is the cheapest answer there is.
-func (c *extenderCall) namesAsSent(feasible []string) string {
-	if c.namesText == "" || !c.plainNames || len(feasible) != len(c.names) ||
-		len(feasible) > 0 && unsafe.SliceData(feasible) != unsafe.SliceData(c.names) {
+// exactly what the encoder would write for them, "" otherwise: every name is plain and the array
+// has no whitespace. Most filter answers on a cluster with room pass every node, and copying the
+// array whole is the cheapest answer there is.
+func (c *extenderCall) namesAsSent() string {
+	if c.namesText == "" || !c.plainNames {
 		return ""
 	}
 	compact := 2 + max(len(c.names)-1, 0) // brackets and commas
@@ -202,6 +200,21 @@ func (c *extenderCall) namesAsSent(feasible []string) string {
 		return ""
 	}
 	return c.namesText
+}
+
+// ownCopy copies text, an array the names were split from in place, and points the names into
+// the copy instead, so that they outlive the request's reused storage.
+func ownCopy(text string, names []string) string {
+	own := strings.Clone(text)
+	base := uintptr(unsafe.Pointer(unsafe.StringData(text)))
+	for k, name := range names {
+		if name == "" {
+			continue
+		}
+		at := int(uintptr(unsafe.Pointer(unsafe.StringData(name))) - base)
+		names[k] = own[at : at+len(name)]
+	}
+	return own
 }
 
 // decodeNames fills names from what the library decoded.
@@ -227,13 +240,13 @@ func (c *extenderCall) decodeNames() error {
 
 var errNeedsFullDecoder = errors.New("string needs the full decoder")
 
-// splitNodeNames parses a JSON array of strings into substrings of raw, appended to dst, without
-// copying: the result must not outlive raw's contents. A name with an escape sequence or invalid
+// splitNodeNames parses a JSON array of strings into substrings of one copy of raw, appended to
+// dst. A name with an escape sequence or invalid
 // UTF-8 (never a valid node name, but JSON the ordinary decoder accepts and rewrites) sends the
 // whole array through the ordinary decoder instead, so both always agree. plain reports whether
 // every name encodes as itself between quotes.
 func splitNodeNames(raw []byte, dst []string) (names []string, plain bool, err error) {
-	s := unsafe.String(unsafe.SliceData(raw), len(raw))
+	s := string(raw)
 	names, plain, end, err := splitStringArray(s, skipSpace(s, 0), dst)
 	switch {
 	case errors.Is(err, errNeedsFullDecoder):

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
 )
 
 // BenchmarkAdmitGang5000 is the first filter of a gang of 4 x 2 GPUs on 5,000 idle 8-GPU nodes:

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -30,7 +30,7 @@ func TestBindWaitsForQuorum(t *testing.T) {
 		held[i] = e.bindAsync(pods[i], nodes[i])
 	}
 	e.waitStates("default", "mpi", map[string]string{"default/w-0": "WaitingForQuorum", "default/w-1": "WaitingForQuorum", "default/w-2": "WaitingForQuorum"})
-	require.Equal(t, 0, e.binder.count(), "nothing may be bound before quorum")
+	require.Equal(t, 0, e.binder.Count(), "nothing may be bound before quorum")
 	for i, ch := range held {
 		requireNoValue(t, ch, pods[i].Name)
 	}
@@ -46,8 +46,8 @@ func TestBindWaitsForQuorum(t *testing.T) {
 	for i, p := range pods {
 		want[keyOf(p)] = nodes[i]
 	}
-	require.Equal(t, want, e.binder.bindings())
-	require.Equal(t, 4, e.binder.count(), "each member bound exactly once")
+	require.Equal(t, want, e.binder.Bindings())
+	require.Equal(t, 4, e.binder.Count(), "each member bound exactly once")
 
 	st = e.status("default", "mpi")
 	require.Equal(t, PhaseBound, st.Phase)
@@ -72,7 +72,7 @@ func TestBindWaitTimeoutKeepsSlot(t *testing.T) {
 	require.ErrorIs(t, err, ErrAwaitingQuorum)
 	require.GreaterOrEqual(t, time.Since(start), testConfig().BindWait)
 	require.Contains(t, err.Error(), "1 of 2 members ready")
-	require.Equal(t, 0, e.binder.count())
+	require.Equal(t, 0, e.binder.Count())
 
 	st := e.status("default", "pair")
 	require.Equal(t, PhaseReserving, st.Phase)
@@ -85,13 +85,13 @@ func TestBindWaitTimeoutKeepsSlot(t *testing.T) {
 
 	n1 := e.filterOne(pods[1])
 	require.NoError(t, e.bind(pods[1], n1))
-	require.Equal(t, map[string]string{"default/w-0": n0, "default/w-1": n1}, e.binder.bindings())
+	require.Equal(t, map[string]string{"default/w-0": n0, "default/w-1": n1}, e.binder.Bindings())
 	require.Equal(t, PhaseBound, e.status("default", "pair").Phase)
 
 	// The scheduler's retry of w-0 finds it bound where it asks; elsewhere is an error.
 	require.NoError(t, e.bind(pods[0], n0))
 	require.ErrorContains(t, e.bind(pods[0], n1), "already bound to node "+n0)
-	require.Equal(t, 2, e.binder.count())
+	require.Equal(t, 2, e.binder.Count())
 }
 
 // A reservation that does not reach quorum in its waiting time expires and frees its capacity.
@@ -114,7 +114,7 @@ func TestReservationExpiry(t *testing.T) {
 	err := recv(t, held, "held bind of a-0")
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "expired")
-	require.Equal(t, 0, e.binder.count())
+	require.Equal(t, 0, e.binder.Count())
 
 	require.Eventually(t, func() bool { return e.status("default", "a").Phase == PhaseTimedOut }, 5*time.Second, 5*time.Millisecond)
 	st := e.status("default", "a")
@@ -166,7 +166,7 @@ func TestCommitWithBindFailure(t *testing.T) {
 		nodes[i] = e.filterOne(p)
 	}
 	denied := errors.New("admission webhook denied the binding")
-	e.binder.setErr("default/w-2", denied)
+	e.binder.Fail("default/w-2", denied)
 
 	held := make([]<-chan error, 3)
 	for i := range held {
@@ -184,7 +184,7 @@ func TestCommitWithBindFailure(t *testing.T) {
 			require.NoError(t, err, pods[i].Name)
 		}
 	}
-	require.Equal(t, map[string]string{"default/w-0": nodes[0], "default/w-1": nodes[1], "default/w-3": nodes[3]}, e.binder.bindings())
+	require.Equal(t, map[string]string{"default/w-0": nodes[0], "default/w-1": nodes[1], "default/w-3": nodes[3]}, e.binder.Bindings())
 	st := e.status("default", "mpi")
 	require.Equal(t, 3, st.Bound)
 	require.Equal(t, PhaseWaiting, st.Phase)
@@ -193,11 +193,11 @@ func TestCommitWithBindFailure(t *testing.T) {
 	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangBindFailed, "default/mpi", denied.Error())
 
 	// The scheduler retries w-2; the webhook lets it through this time.
-	e.binder.setErr("default/w-2", nil)
+	e.binder.Fail("default/w-2", nil)
 	node := e.filterOne(pods[2])
 	require.Equal(t, nodes[2], node, "the only free GPU")
 	require.NoError(t, e.bind(pods[2], node))
-	require.Len(t, e.binder.bindings(), 4)
+	require.Len(t, e.binder.Bindings(), 4)
 	st = e.status("default", "mpi")
 	require.Equal(t, PhaseBound, st.Phase)
 	require.Equal(t, 4, st.Bound)
@@ -232,8 +232,8 @@ func TestRestartRebuildsFromBoundPods(t *testing.T) {
 	require.NoError(t, e.bind(pods[3], n3))
 	require.NoError(t, recv(t, held, "bind w-2"))
 
-	require.Equal(t, map[string]string{"default/w-2": n2, "default/w-3": n3}, e.binder.bindings())
-	require.Equal(t, 2, e.binder.count())
+	require.Equal(t, map[string]string{"default/w-2": n2, "default/w-3": n3}, e.binder.Bindings())
+	require.Equal(t, 2, e.binder.Count())
 	st = e.status("default", "mpi")
 	require.Equal(t, PhaseBound, st.Phase)
 	require.Equal(t, 4, st.Bound)
@@ -245,7 +245,7 @@ func TestBindOrdinaryPod(t *testing.T) {
 	p := builders.Pod("default", "plain").GPU(2).Obj()
 	e.add(p)
 	require.NoError(t, e.bind(p, "n-0"))
-	require.Equal(t, map[string]string{"default/plain": "n-0"}, e.binder.bindings())
+	require.Equal(t, map[string]string{"default/plain": "n-0"}, e.binder.Bindings())
 	// lockstep counts the binding before its informer reports it.
 	require.Empty(t, e.filter(builders.Pod("default", "next").GPU(1).Obj()).Feasible)
 
@@ -271,5 +271,5 @@ func TestBindWithoutReservation(t *testing.T) {
 		other = "n-1"
 	}
 	require.ErrorContains(t, e.bind(pods[0], other), "is reserved on node "+n0)
-	require.Equal(t, 0, e.binder.count())
+	require.Equal(t, 0, e.binder.Count())
 }

@@ -1,103 +1,143 @@
 package gang
 
 import (
+	"context"
 	"fmt"
-	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
-// commitRecord is what one commit of a gang did and how long the gang was partly bound while it
-// ran: bindings cannot be written atomically, so between the first binding and the
-// min-available-th the gang is partial, and that window is what lockstep promises to keep short.
-type commitRecord struct {
-	started  time.Time
-	finished time.Time // zero while the commit runs
-	// members is how many bindings the commit writes; bound and failed count their answers.
-	members, bound, failed int
-	minAvailable           int
-	// gangBound is how many of the gang's members were bound at the last answer.
-	gangBound int
-	// partialSince is when the gang first had some but fewer than minAvailable members bound;
-	// quorumAt when it reached minAvailable bound. Either is zero until it happens.
-	partialSince, quorumAt time.Time
+// A commit binds a gang's waiting members once the quorum has reached bind. It runs in the
+// background: it must finish even when the scheduler call that completed the quorum has already
+// given up on its own deadline. Bindings cannot be written atomically, so the commit records each
+// answer as it comes (commitrecord.go keeps the partly-bound clock).
+
+// commitItem is one member's binding in a commit, with the context that can stop it.
+type commitItem struct {
+	slot *slot
+	ctx  context.Context
 }
 
-// newCommitRecord starts a record. boundBefore members are bound already (from an earlier,
-// incomplete commit): such a gang is partial from the start.
-func newCommitRecord(now time.Time, members, boundBefore, minAvailable int) *commitRecord {
-	r := &commitRecord{started: now, members: members, minAvailable: minAvailable}
-	r.track(now, boundBefore)
-	return r
+type commitOutcome struct {
+	slot *slot
+	err  error
 }
 
-// bindingConfirmed notes one more binding the apiserver confirmed; gangBound is how many of the
-// gang's members are bound now.
-func (r *commitRecord) bindingConfirmed(now time.Time, gangBound int) {
-	r.bound++
-	r.track(now, gangBound)
-}
-
-// track runs the partly-bound clock.
-func (r *commitRecord) track(now time.Time, gangBound int) {
-	r.gangBound = gangBound
-	switch {
-	case gangBound >= r.minAvailable:
-		if r.quorumAt.IsZero() {
-			r.quorumAt = now
-		}
-	case gangBound > 0:
-		if r.partialSince.IsZero() {
-			r.partialSince = now
+// startCommitLocked moves a reservation to committing, chooses each member's GPUs and starts the
+// bindings.
+func (m *Manager) startCommitLocked(g *gangInfo, res *reservation) {
+	res.state = committing
+	m.book.keepUntilReleased(res)
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
+	var todo []commitItem
+	for _, s := range res.slots {
+		if s.state == slotWaiting {
+			// Members sharing a node get disjoint GPU sets: each choice is marked taken at once.
+			s.gpuIDs = m.ledger.chooseGPUs(s.node, s.pod.uid, s.requests.GPU)
+			// A member deleted meanwhile stops its binding at once (see deletePodLocked).
+			item := commitItem{slot: s}
+			item.ctx, s.cancel = context.WithCancel(ctx)
+			todo = append(todo, item)
 		}
 	}
+	rec := newCommitRecord(m.now(), len(todo), g.boundCount(), g.minAvailable())
+	g.lastCommit = rec
+	g.lastReason = fmt.Sprintf("gang %s: quorum reached (%d members ready), binding", g.key, len(todo)+g.boundCount())
+	klog.InfoS("Gang committing", "gang", g.key, "members", len(todo))
+	go m.commit(cancel, g, res, rec, todo)
 }
 
-func (r *commitRecord) finish(now time.Time) { r.finished = now }
-
-// duration is from quorum to the last answer, or until now while the commit runs.
-func (r *commitRecord) duration() time.Duration {
-	if r.finished.IsZero() {
-		return time.Since(r.started)
+// commit writes the bindings at once (the Binder paces what reaches the apiserver) and records
+// each answer as it comes, so that lockstep's ledger, /debug/gangs and the partly-bound clock
+// follow the apiserver binding by binding.
+func (m *Manager) commit(cancel context.CancelFunc, g *gangInfo, res *reservation, rec *commitRecord, todo []commitItem) {
+	defer cancel()
+	outcomes := make(chan commitOutcome, len(todo))
+	for _, it := range todo {
+		go func() {
+			p := it.slot.pod
+			outcomes <- commitOutcome{it.slot, m.binder.Bind(it.ctx, p.namespace, p.name, p.uid, it.slot.node, it.slot.gpuIDs)}
+		}()
 	}
-	return r.finished.Sub(r.started)
+	for range todo {
+		out := <-outcomes
+		m.metrics.observeBind("gang", out.err)
+		m.recordOutcome(g, rec, out)
+	}
+	var fx effects
+	m.mu.Lock()
+	m.finishCommitLocked(g, res, rec, todo, &fx)
+	m.mu.Unlock()
+	m.metrics.observeCommit(rec)
+	m.apply(&fx)
 }
 
-// partlyBoundFor is how long the gang had some but not min-available members bound during this
-// commit; a gang still partial when the commit ended counts until then.
-func (r *commitRecord) partlyBoundFor() time.Duration {
-	if r.partialSince.IsZero() {
-		return 0
+// recordOutcome takes one binding's answer into the ledger and the commit's record.
+func (m *Manager) recordOutcome(g *gangInfo, rec *commitRecord, out commitOutcome) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := out.slot
+	s.cancel()
+	if out.err != nil {
+		s.state, s.err = slotFailed, out.err
+		m.ledger.unchooseGPUs(s.node, s.pod.uid, s.gpuIDs)
+		rec.failed++
+		return
 	}
-	end := r.quorumAt
-	if end.IsZero() {
-		end = r.finished
+	s.state = slotBound
+	if cur, ok := m.ledger.pods[s.pod.uid]; ok {
+		m.ledger.markBound(cur, s.node, s.gpuIDs)
 	}
-	if end.IsZero() {
-		end = time.Now()
-	}
-	return end.Sub(r.partialSince)
+	rec.bindingConfirmed(m.now(), g.boundCount())
 }
 
-// stillPartial reports whether the commit ended with the gang below min-available but not empty.
-func (r *commitRecord) stillPartial() bool {
-	return !r.partialSince.IsZero() && r.quorumAt.IsZero()
-}
-
-// partialNote says in words where the gang stands after the commit.
-func (r *commitRecord) partialNote() string {
-	switch {
-	case r.stillPartial():
-		return fmt.Sprintf("the gang is partly bound (%d bound, min-available %d) since %s ago", r.gangBound, r.minAvailable, formatSpan(r.partlyBoundFor()))
-	case r.partialSince.IsZero():
-		return "no member was left bound alone"
-	default:
-		return fmt.Sprintf("min-available reached; the gang was partly bound for %s", formatSpan(r.partlyBoundFor()))
+// finishCommitLocked releases the reservation and says how the commit went.
+func (m *Manager) finishCommitLocked(g *gangInfo, res *reservation, rec *commitRecord, todo []commitItem, fx *effects) {
+	m.book.release(res)
+	rec.finish(m.now())
+	if rec.failed == 0 {
+		g.lastReason = fmt.Sprintf("gang %s: quorum reached, %d members bound in %s", g.key, rec.members, formatSpan(rec.duration()))
+		klog.InfoS("Gang bound", "gang", g.key, "members", rec.members, "took", rec.duration())
+	} else {
+		// Bindings cannot be undone, so lockstep does not try to unbind the members that made it.
+		// The failed members stay unbound; the scheduler retries them, and because the gang's
+		// bound members count toward quorum, each then needs only its own reservation.
+		first := firstFailure(todo)
+		g.lastReason = fmt.Sprintf("gang %s: %d of %d bindings failed (first: %v); %s. Bound members stay, the failed ones are retried by the scheduler",
+			g.key, rec.failed, rec.members, first, rec.partialNote())
+		klog.ErrorS(first, "Gang commit incomplete", "gang", g.key, "failed", rec.failed, "members", rec.members,
+			"partlyBoundFor", rec.partlyBoundFor())
+	}
+	for _, it := range todo {
+		m.commitEventLocked(g, it.slot, rec, fx)
 	}
 }
 
-// formatSpan rounds a duration for people: milliseconds below ten seconds, seconds above.
-func formatSpan(d time.Duration) string {
-	if d < 10*time.Second {
-		return d.Round(time.Millisecond).String()
+func (m *Manager) commitEventLocked(g *gangInfo, s *slot, rec *commitRecord, fx *effects) {
+	p := s.pod
+	if cur, ok := m.ledger.pods[p.uid]; ok {
+		p = cur // the informer may have replaced the record since the slot was claimed
 	}
-	return d.Round(100 * time.Millisecond).String()
+	if s.state != slotBound {
+		fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonGangBindFailed, fmt.Sprintf("gang %s: binding to node %s failed: %v; %s", g.key, s.node, s.err, rec.partialNote()))
+		return
+	}
+	msg := fmt.Sprintf("gang %s: quorum reached, bound to node %s", g.key, s.node)
+	if len(s.gpuIDs) > 0 {
+		msg += " with GPUs " + FormatGPUIDs(s.gpuIDs)
+	}
+	msg += fmt.Sprintf("; %d members bound in %s", rec.bound, formatSpan(rec.duration()))
+	fx.podEvent(p, corev1.EventTypeNormal, wellknown.ReasonGangBound, msg)
+}
+
+func firstFailure(todo []commitItem) error {
+	for _, it := range todo {
+		if it.slot.err != nil {
+			return it.slot.err
+		}
+	}
+	return nil
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -113,9 +113,7 @@ func TestCommitStopsForDeletedMember(t *testing.T) {
 	pods := members("default", "mpi", "w", 3, 3, 1)
 	e.add(pods...)
 	block := make(chan struct{})
-	e.binder.mu.Lock()
-	e.binder.block = block
-	e.binder.mu.Unlock()
+	e.binder.Block(block)
 
 	held := make([]<-chan error, len(pods))
 	for i, p := range pods {
@@ -155,13 +153,14 @@ func TestConditionWritesDropWhenQueueIsFull(t *testing.T) {
 	defer close(stuck.release)
 	write := conditionWrite{"default", "w-0", corev1.PodCondition{Type: wellknown.ConditionGangScheduled, Reason: wellknown.ConditionReasonCapacityFreed}}
 
-	m.writeConditions(stuck, []conditionWrite{write})
+	m.SetConditionWriter(stuck)
+	m.conditions.enqueue([]conditionWrite{write})
 	recv(t, stuck.entered, "the first write reaches the writer")
 	writes := make([]conditionWrite, conditionQueueSize+5)
 	for i := range writes {
 		writes[i] = write
 	}
-	m.writeConditions(stuck, writes)
+	m.conditions.enqueue(writes)
 	require.Equal(t, 5.0, testutil.ToFloat64(m.metrics.droppedConditions))
 }
 

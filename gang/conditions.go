@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,12 +27,9 @@ type ConditionWriter interface {
 	SetCondition(ctx context.Context, namespace, name string, cond corev1.PodCondition) error
 }
 
-// SetConditionWriter makes the manager write wellknown.ConditionGangScheduled; without one it writes none.
-func (m *Manager) SetConditionWriter(w ConditionWriter) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.conditions = w
-}
+// SetConditionWriter makes the manager write wellknown.ConditionGangScheduled; without one it
+// writes none.
+func (m *Manager) SetConditionWriter(w ConditionWriter) { m.conditions.setWriter(w) }
 
 type conditionWrite struct {
 	namespace, name string
@@ -41,10 +39,9 @@ type conditionWrite struct {
 // capacityFreedLocked collects the writes that wake the gangs waiting without a reservation:
 // one member each is enough, because the first member back at filter reserves for its whole gang
 // and its held bind brings the rest (a failing bind makes the scheduler retry every parked pod).
-func (m *Manager) capacityFreedLocked(freedBy string) []conditionWrite {
-	var writes []conditionWrite
-	for key, g := range m.state.gangs {
-		if key == freedBy || m.liveReservation(key) != nil {
+func (m *Manager) capacityFreedLocked(freedBy string, fx *effects) {
+	for key, g := range m.ledger.gangs {
+		if key == freedBy || m.book.live(key) != nil {
 			continue
 		}
 		spec, _ := g.reference()
@@ -53,7 +50,7 @@ func (m *Manager) capacityFreedLocked(freedBy string) []conditionWrite {
 		}
 		for _, p := range g.sortedMembers() {
 			if !p.holds() && !p.terminal && !p.gated && p.spec != nil {
-				writes = append(writes, conditionWrite{p.namespace, p.name, corev1.PodCondition{
+				fx.condition(conditionWrite{p.namespace, p.name, corev1.PodCondition{
 					Type: wellknown.ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: wellknown.ConditionReasonCapacityFreed,
 					Message: "capacity held by gang " + freedBy + " was released; gang " + key + " is being planned again",
 				}})
@@ -61,7 +58,6 @@ func (m *Manager) capacityFreedLocked(freedBy string) []conditionWrite {
 			}
 		}
 	}
-	return writes
 }
 
 // conditionQueueSize bounds the condition writes waiting for the apiserver. They are wake-up
@@ -70,40 +66,68 @@ func (m *Manager) capacityFreedLocked(freedBy string) []conditionWrite {
 // and keep writing stale news long after.
 const conditionQueueSize = 512
 
-type queuedWrite struct {
-	writer ConditionWriter
-	write  conditionWrite
+// conditionQueue writes conditions one at a time on a goroutine of its own, so that neither a
+// verb nor an informer handler ever waits on the apiserver for one, and drops them when full.
+type conditionQueue struct {
+	mu      sync.Mutex
+	writer  ConditionWriter
+	pending chan conditionWrite
+	metrics *Metrics
 }
 
-// writeConditions queues the writes for writeQueuedConditions; its callers hold no lock but may
-// be the informer's event handler or a filter call, and neither may wait on the apiserver.
-func (m *Manager) writeConditions(w ConditionWriter, writes []conditionWrite) {
-	if w == nil {
+func newConditionQueue(metrics *Metrics) *conditionQueue {
+	return &conditionQueue{pending: make(chan conditionWrite, conditionQueueSize), metrics: metrics}
+}
+
+func (q *conditionQueue) setWriter(w ConditionWriter) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.writer = w
+}
+
+func (q *conditionQueue) currentWriter() ConditionWriter {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.writer
+}
+
+// enqueue queues writes, or drops them (counted) when the queue is full; without a writer they
+// go nowhere.
+func (q *conditionQueue) enqueue(writes []conditionWrite) {
+	if len(writes) == 0 || q.currentWriter() == nil {
 		return
 	}
 	for _, c := range writes {
 		select {
-		case m.conditionQueue <- queuedWrite{w, c}:
+		case q.pending <- c:
 		default:
-			m.metrics.conditionDropped()
+			q.metrics.conditionDropped()
 			klog.V(2).InfoS("Dropped a gang condition write: too many queued", "pod", c.namespace+"/"+c.name, "reason", c.cond.Reason)
 		}
 	}
 }
 
-// writeQueuedConditions writes queued conditions one at a time until the manager stops.
-func (m *Manager) writeQueuedConditions() {
+// run writes queued conditions until stop is closed.
+func (q *conditionQueue) run(stop <-chan struct{}) {
 	for {
 		select {
-		case q := <-m.conditionQueue:
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := q.writer.SetCondition(ctx, q.write.namespace, q.write.name, q.write.cond); err != nil {
-				klog.InfoS("Could not write gang condition", "pod", q.write.namespace+"/"+q.write.name, "err", err)
-			}
-			cancel()
-		case <-m.stop:
+		case c := <-q.pending:
+			q.write(c)
+		case <-stop:
 			return
 		}
+	}
+}
+
+func (q *conditionQueue) write(c conditionWrite) {
+	w := q.currentWriter()
+	if w == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.SetCondition(ctx, c.namespace, c.name, c.cond); err != nil {
+		klog.InfoS("Could not write gang condition", "pod", c.namespace+"/"+c.name, "err", err)
 	}
 }
 

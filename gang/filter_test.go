@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -219,7 +219,7 @@ func TestCompetingGangs(t *testing.T) {
 		ch := e.bindAsync(a[0], a0)
 		require.NoError(t, e.bind(a[1], a1))
 		require.NoError(t, recv(t, ch, "bind a-0"))
-		require.Equal(t, map[string]string{"default/a-0": a0, "default/a-1": a1}, e.binder.bindings())
+		require.Equal(t, map[string]string{"default/a-0": a0, "default/a-1": a1}, e.binder.Bindings())
 		require.Equal(t, PhaseBound, e.status("default", "a").Phase)
 
 		r = e.filter(b[0])
@@ -239,7 +239,7 @@ func TestCompetingGangs(t *testing.T) {
 		require.NoError(t, e.bind(b[1], b1))
 		require.NoError(t, recv(t, ch, "bind b-0"))
 		require.Equal(t, PhaseBound, e.status("default", "b").Phase)
-		require.Len(t, e.binder.bindings(), 4)
+		require.Len(t, e.binder.Bindings(), 4)
 	})
 
 	t.Run("concurrent", func(t *testing.T) {
@@ -294,7 +294,7 @@ func TestAfterQuorumMembersScheduleLikeOrdinaryPods(t *testing.T) {
 	ch := e.bindAsync(pods[0], n0)
 	require.NoError(t, e.bind(pods[1], n1))
 	require.NoError(t, recv(t, ch, "bind w-0"))
-	require.Len(t, e.binder.bindings(), 2)
+	require.Len(t, e.binder.Bindings(), 2)
 	st := e.status("default", "elastic")
 	require.Equal(t, PhaseBound, st.Phase)
 	require.Equal(t, 2, st.Bound)
@@ -304,7 +304,7 @@ func TestAfterQuorumMembersScheduleLikeOrdinaryPods(t *testing.T) {
 		require.Empty(t, r.Feasible)
 		require.Equal(t, "insufficient nvidia.com/gpu: needs 1, 0 free", r.Failed["n-0"], p.Name)
 	}
-	require.Len(t, e.binder.bindings(), 2)
+	require.Len(t, e.binder.Bindings(), 2)
 }
 
 // Members must agree on the gang's annotations; the odd one is rejected by name.

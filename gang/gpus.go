@@ -140,8 +140,8 @@ func (l *gpuLedger) freeMask(indices []int, extra int64) (mask uint64, ok bool) 
 // chooseGPUs picks the best k-set on a node for a pod and marks it taken by uid at once, so two
 // binds in flight never pick the same GPU. It returns nil when the node has no topology or not
 // enough free GPUs by index (lockstep then binds without choosing indices).
-func (s *state) chooseGPUs(node string, uid types.UID, k int64) []int {
-	n, ok := s.nodes[node]
+func (l *ledger) chooseGPUs(node string, uid types.UID, k int64) []int {
+	n, ok := l.nodes[node]
 	if !ok || n.topo == nil || k <= 0 {
 		return nil
 	}
@@ -154,8 +154,8 @@ func (s *state) chooseGPUs(node string, uid types.UID, k int64) []int {
 }
 
 // unchooseGPUs gives back indices chosen for a binding that failed.
-func (s *state) unchooseGPUs(node string, uid types.UID, ids []int) {
-	if n, ok := s.nodes[node]; ok && len(ids) > 0 {
+func (l *ledger) unchooseGPUs(node string, uid types.UID, ids []int) {
+	if n, ok := l.nodes[node]; ok && len(ids) > 0 {
 		n.gpus.release(uid, ids, int64(len(ids)))
 	}
 }

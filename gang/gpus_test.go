@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-sched/lockstep/gpu"
-	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -65,7 +65,7 @@ func TestOrdinaryBindChoosesNVLinkConnectedGPUs(t *testing.T) {
 	require.NoError(t, e.bind(pair, "dgx"))
 
 	got := map[string][]int{}
-	for _, c := range e.binder.bound() {
+	for _, c := range e.binder.Bound() {
 		got[c.Name] = c.GPUIDs
 	}
 	require.Len(t, got["quad"], 4)
@@ -102,7 +102,7 @@ func TestGangPacksOntoOneNodeWithDisjointGPUs(t *testing.T) {
 		require.NoError(t, recv(t, ch, "bind result"))
 	}
 	var all []int
-	for _, c := range e.binder.bound() {
+	for _, c := range e.binder.Bound() {
 		require.Equal(t, node, c.Node)
 		require.Len(t, c.GPUIDs, 1)
 		all = append(all, c.GPUIDs...)
@@ -122,7 +122,7 @@ func TestGPUsRebuiltFromAnnotations(t *testing.T) {
 	next := builders.Pod("default", "next").GPU(2).Obj()
 	e.add(next)
 	require.NoError(t, e.bind(next, "dgx"))
-	ids := e.binder.bound()[0].GPUIDs
+	ids := e.binder.Bound()[0].GPUIDs
 	require.Len(t, ids, 2)
 	require.Empty(t, intersect(ids, []int{0, 1, 2, 3}), "GPUs 0-3 are annotated as taken, got %v", ids)
 
@@ -137,11 +137,11 @@ func TestFailedBindReleasesGPUs(t *testing.T) {
 	e := newEnv(t, testConfig(), dgx1("dgx"))
 	p := builders.Pod("default", "unlucky").GPU(8).Obj()
 	e.add(p)
-	e.binder.setErr(keyOf(p), fmt.Errorf("apiserver says no"))
+	e.binder.Fail(keyOf(p), fmt.Errorf("apiserver says no"))
 	require.Error(t, e.bind(p, "dgx"))
-	e.binder.setErr(keyOf(p), nil)
+	e.binder.Fail(keyOf(p), nil)
 	require.NoError(t, e.bind(p, "dgx"))
-	require.Len(t, e.binder.bound()[0].GPUIDs, 8)
+	require.Len(t, e.binder.Bound()[0].GPUIDs, 8)
 }
 
 func intersect(a, b []int) []int {

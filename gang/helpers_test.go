@@ -3,20 +3,20 @@ package gang
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/schedsim"
 )
 
 // t0 is the creation time test pods count from; members are ordered by it.
@@ -32,88 +32,12 @@ func testConfig() Config {
 	}
 }
 
-// bindCall is one call the manager made to its Binder.
-type bindCall struct {
-	Namespace, Name string
-	UID             types.UID
-	Node            string
-	GPUIDs          []int
-}
+// bindCall is one binding the manager asked for; fakeBinder records them (package schedsim).
+type bindCall = schedsim.Binding
 
-func (c bindCall) key() string { return c.Namespace + "/" + c.Name }
+type fakeBinder = schedsim.Binder
 
-// fakeBinder records bindings. Errors are injected per pod (ns/name) and stay until cleared;
-// block, when set, holds every call until it is closed; check runs before a call is recorded and
-// may veto it (the stress test's invariants).
-type fakeBinder struct {
-	mu    sync.Mutex
-	calls []bindCall
-	errs  map[string]error
-	block chan struct{}
-	check func(bindCall) error
-}
-
-func newFakeBinder() *fakeBinder { return &fakeBinder{errs: map[string]error{}} }
-
-func (b *fakeBinder) Bind(ctx context.Context, namespace, name string, uid types.UID, node string, gpuIDs []int) error {
-	c := bindCall{Namespace: namespace, Name: name, UID: uid, Node: node, GPUIDs: gpuIDs}
-	b.mu.Lock()
-	block, check := b.block, b.check
-	b.mu.Unlock()
-	if block != nil {
-		select {
-		case <-block:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err := b.errs[c.key()]; err != nil {
-		return err
-	}
-	if check != nil {
-		if err := check(c); err != nil {
-			return err
-		}
-	}
-	b.calls = append(b.calls, c)
-	return nil
-}
-
-func (b *fakeBinder) setErr(pod string, err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err == nil {
-		delete(b.errs, pod)
-	} else {
-		b.errs[pod] = err
-	}
-}
-
-// bindings returns the successful bindings so far, pod ns/name -> node.
-func (b *fakeBinder) bindings() map[string]string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := map[string]string{}
-	for _, c := range b.calls {
-		out[c.key()] = c.Node
-	}
-	return out
-}
-
-// bound returns the successful binding calls so far, in order.
-func (b *fakeBinder) bound() []bindCall {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]bindCall(nil), b.calls...)
-}
-
-func (b *fakeBinder) count() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.calls)
-}
+func newFakeBinder() *fakeBinder { return &schedsim.Binder{} }
 
 // env is a manager fed with nodes and pods the way its informers would, plus a fake binder and
 // an event recorder.
@@ -164,37 +88,36 @@ func (e *env) filter(p *corev1.Pod) FilterResult {
 	return e.filterNodes(p, e.nodes)
 }
 
-// filterNodes calls Filter the way the HTTP layer does: the names it passes live in one buffer
-// that is overwritten with NULs once the answer is taken, as the handler reuses its storage. A
-// name the manager kept past the call would then show up as NULs in later results, statuses and
-// binds, so every test that filters also checks that Filter keeps nothing it was handed, and
-// that it passes only nodes it was offered.
+// filterNodes calls Filter and spells its answer out as a list of passing nodes, checking on the
+// way that Filter passes only nodes it was offered and that an answer of "all pass" names none.
 func (e *env) filterNodes(p *corev1.Pod, nodes []string) FilterResult {
-	buf := []byte(strings.Join(nodes, ""))
-	lent := make([]string, len(nodes))
-	at := 0
-	for i, n := range nodes {
-		lent[i] = unsafe.String(unsafe.SliceData(buf[at:]), len(n))
-		at += len(n)
+	r := e.m.Filter(p, nodes)
+	if r.AllPass && (r.Feasible != nil || r.Failed != nil) {
+		e.t.Errorf("pod %s/%s: all nodes pass, yet feasible %v and failed %v", p.Namespace, p.Name, r.Feasible, r.Failed)
 	}
-	r := e.m.Filter(p, lent)
 	offered := nodeSet(nodes)
-	out := FilterResult{Feasible: make([]string, len(r.Feasible))}
-	for i, n := range r.Feasible {
-		// The HTTP layer writes feasible names as it knows the offered ones to encode.
+	for _, n := range r.Feasible {
 		if !offered[n] {
 			e.t.Errorf("pod %s/%s: feasible node %q was not offered", p.Namespace, p.Name, n)
 		}
-		out.Feasible[i] = strings.Clone(n)
 	}
-	if r.Failed != nil {
-		out.Failed = make(map[string]string, len(r.Failed))
-		for n, reason := range r.Failed {
-			out.Failed[strings.Clone(n)] = reason
-		}
-	}
-	clear(buf)
-	return out
+	return FilterResult{Feasible: slices.Clone(r.Passing(nodes)), Failed: r.Failed}
+}
+
+// managerVerbs is the manager as schedsim drives it.
+type managerVerbs struct{ *Manager }
+
+func (v managerVerbs) Filter(pod *corev1.Pod, nodes []string) ([]string, map[string]string) {
+	r := v.Manager.Filter(pod, nodes)
+	return r.Passing(nodes), r.Failed
+}
+
+// place is one scheduling step of a pod over every node, as kube-scheduler takes it.
+func (e *env) place(p *corev1.Pod) string {
+	e.t.Helper()
+	node, failed := schedsim.Place(managerVerbs{e.m}, p, e.nodes)
+	require.NotEmpty(e.t, node, "pod %s/%s: failed nodes: %v", p.Namespace, p.Name, failed)
+	return node
 }
 
 // filterOne filters and requires exactly one feasible node, the way a gang member before quorum

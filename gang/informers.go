@@ -57,7 +57,7 @@ func (m *Manager) upsertRecord(obj any) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.state.upsertInfo(rec.info)
+	m.ledger.upsertInfo(rec.info)
 }
 
 func unwrapTombstone(obj any) any {

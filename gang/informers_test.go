@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -57,14 +57,14 @@ func TestWatchFeedsManager(t *testing.T) {
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), synced), "the manager has taken in the initial lists")
 	// Ready means the manager has seen the pod, not only that the informer stored it.
 	m.mu.RLock()
-	_, seen := m.state.pods[pod.UID]
+	_, seen := m.ledger.pods[pod.UID]
 	m.mu.RUnlock()
 	require.True(t, seen)
 
 	freeGPUs := func() int64 {
 		m.mu.RLock()
 		defer m.mu.RUnlock()
-		if n, ok := m.state.nodes["n-0"]; ok && n.known {
+		if n, ok := m.ledger.nodes["n-0"]; ok && n.known {
 			return n.free().GPU
 		}
 		return -1

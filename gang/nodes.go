@@ -30,7 +30,7 @@ func (m *Manager) Nodes(onlyProblems bool) []NodeStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := []NodeStatus{}
-	for _, n := range m.state.nodes {
+	for _, n := range m.ledger.nodes {
 		if !n.known || (onlyProblems && n.topoErr == nil) {
 			continue
 		}
@@ -47,12 +47,12 @@ func (m *Manager) Nodes(onlyProblems bool) []NodeStatus {
 
 // reportTopologyLocked writes an Event on the node when its topology annotation became invalid or
 // its error changed: once per error, not on every informer update of the node.
-func (m *Manager) reportTopologyLocked(node *corev1.Node, before error) {
-	n := m.state.nodes[node.Name]
+func (m *Manager) reportTopologyLocked(node *corev1.Node, before error, fx *effects) {
+	n := m.ledger.nodes[node.Name]
 	if n == nil || n.topoErr == nil || (before != nil && before.Error() == n.topoErr.Error()) {
 		return
 	}
 	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
-	m.recorder.Event(ref, corev1.EventTypeWarning, wellknown.ReasonGPUTopologyInvalid, fmt.Sprintf(
+	fx.nodeEvent(ref, corev1.EventTypeWarning, wellknown.ReasonGPUTopologyInvalid, fmt.Sprintf(
 		"annotation %s is not usable: %v; lockstep uses the %s topology instead", wellknown.AnnotationGPUTopology, n.topoErr, n.topoSource))
 }

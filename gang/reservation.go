@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-sched/lockstep/placement"
 )
 
 // A reservation is a gang's tentative hold on capacity: one slot per member it plans to bind. It
@@ -36,7 +38,7 @@ type slot struct {
 	// informer update); it gets the slot first when it arrives.
 	plannedFor types.UID
 	node       string
-	requests   Resources
+	requests   placement.Resources
 	state      slotState
 	err        error
 	// gpuIDs are the GPU indices chosen for the member when the gang commits.
@@ -92,18 +94,18 @@ func (r *reservation) slotFor(uid types.UID) *slot {
 	return nil
 }
 
-// claim hands a planned slot to a member: the one planned for it, else one with the same
-// requests, else one whose requests cover the member's. Members of one gang are usually alike, so
-// whichever arrives first takes any slot, and a member recreated by its controller takes the slot
-// of the pod it replaces.
-func (r *reservation) claim(p *podInfo) *slot {
+// claimable is the planned slot a member would take: the one planned for it, else one with the
+// same requests, else one whose requests cover the member's. Members of one gang are usually
+// alike, so whichever arrives first takes any slot, and a member recreated by its controller
+// takes the slot of the pod it replaces.
+func (r *reservation) claimable(p *podInfo) *slot {
 	var same, covers *slot
 	for _, s := range r.slots {
 		if s.state != slotPlanned {
 			continue
 		}
 		if s.plannedFor == p.uid {
-			return r.take(s, p)
+			return s
 		}
 		if same == nil && s.requests == p.requests {
 			same = s
@@ -115,18 +117,15 @@ func (r *reservation) claim(p *podInfo) *slot {
 		}
 	}
 	if same != nil {
-		return r.take(same, p)
+		return same
 	}
-	if covers != nil {
-		return r.take(covers, p)
-	}
-	return nil
+	return covers
 }
 
-func (r *reservation) take(s *slot, p *podInfo) *slot {
+// take gives a slot to a member.
+func (r *reservation) take(s *slot, p *podInfo) {
 	s.pod, s.state = p, slotReserved
 	s.requests = p.requests
-	return s
 }
 
 // unclaim returns a departed member's slot to the pool so a replacement can take it.

@@ -23,22 +23,18 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 
-	p, known := m.state.pods[pod.UID]
+	p, known := m.ledger.pods[pod.UID]
 	if !known {
 		p = newPodInfo(pod)
 	}
-	g := m.state.gangOf(p)
-	if g != nil {
-		if res := m.liveReservation(g.key); res != nil {
-			if s := res.slotFor(p.uid); s != nil {
-				for i, n := range nodes {
-					if n == s.node {
-						scores[i] = wellknown.MaxScore
-					}
-				}
-				return scores
+	g := m.ledger.gangOf(p)
+	if node := m.reservedNode(g, p); node != "" {
+		for i, n := range nodes {
+			if n == node {
+				scores[i] = wellknown.MaxScore
 			}
 		}
+		return scores
 	}
 	if p.requests.GPU == 0 {
 		return scores
@@ -52,10 +48,10 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 			}
 		}
 	}
-	reserved, _ := m.reservedByNode(gangKeyOf(p))
+	reserved, _ := m.book.held(gangKeyOf(p))
 	var memo scoreMemo
 	for i, name := range nodes {
-		n, ok := m.state.nodes[name]
+		n, ok := m.ledger.nodes[name]
 		if !ok || n.allocatable.GPU == 0 {
 			continue
 		}
@@ -71,4 +67,17 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 		scores[i] = int64(memo.gpuScore(n, p.requests.GPU, held))
 	}
 	return scores
+}
+
+// reservedNode is the node a member's gang holds for it, "" when none.
+func (m *Manager) reservedNode(g *gangInfo, p *podInfo) string {
+	if g == nil {
+		return ""
+	}
+	if res := m.book.live(g.key); res != nil {
+		if s := res.slotFor(p.uid); s != nil {
+			return s.node
+		}
+	}
+	return ""
 }

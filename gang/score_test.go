@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -71,6 +71,10 @@ func TestPrioritize(t *testing.T) {
 				require.Equal(t, int64(0), scores[i], n)
 			}
 		}
+		// The scheduler's whole step, filter then prioritize, lands each member where its gang
+		// holds a place for it.
+		require.Equal(t, reserved, e.place(pods[0]))
+		require.Equal(t, planned, e.place(pods[1]))
 	})
 }
 
@@ -115,7 +119,7 @@ func TestPrioritizeMemoAndReusedScores(t *testing.T) {
 		require.Len(t, scores, len(names))
 		e.m.mu.RLock()
 		for i, name := range names {
-			n := e.m.state.nodes[name]
+			n := e.m.ledger.nodes[name]
 			require.Equal(t, int64(n.gpuScore(k, 0)), scores[i], "%d GPUs on %s", k, name)
 		}
 		e.m.mu.RUnlock()

@@ -72,7 +72,7 @@ func (m *Manager) Status(namespace string) []GangStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := []GangStatus{}
-	for _, g := range m.state.gangs {
+	for _, g := range m.ledger.gangs {
 		if namespace != "" && g.namespace != namespace {
 			continue
 		}
@@ -87,67 +87,25 @@ func (m *Manager) Status(namespace string) []GangStatus {
 	return out
 }
 
+// gangStatusLocked is the debug summary of one gang, owned by the gang's own records.
 func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
 	st := GangStatus{Namespace: g.namespace, Name: g.name, Bound: g.boundCount(), Reason: g.lastReason, Attempts: g.attempts}
 	spec, refPod := g.reference()
 	if spec != nil {
 		st.MinAvailable, st.TotalNumber = spec.MinAvailable, spec.TotalNumber
-		waiting := spec.WaitingTime
-		if waiting == 0 {
-			waiting = m.cfg.DefaultWaitingTime
-		}
-		st.WaitingTime = waiting.String()
+		st.WaitingTime = m.waitingTime(spec).String()
 	}
-	res := m.liveReservation(g.key)
-	switch {
-	case spec != nil && st.Bound >= spec.MinAvailable:
-		st.Phase = PhaseBound
-	case res != nil && res.state == committing:
-		st.Phase = PhaseBinding
-	case res != nil:
-		st.Phase = PhaseReserving
-	case g.timedOut:
-		st.Phase = PhaseTimedOut
-	default:
-		st.Phase = PhaseWaiting
-	}
+	res := m.book.live(g.key)
+	st.Phase = phaseOf(g, spec, st.Bound, res)
 	if res != nil && res.state == reserving {
 		expires := res.expires
 		st.ReservationExpires = &expires
 	}
 	if c := g.lastCommit; c != nil {
-		st.LastCommit = &CommitStatus{
-			Started: c.started, Running: c.finished.IsZero(), Members: c.members, Bound: c.bound, Failed: c.failed,
-			Duration: formatSpan(c.duration()), PartlyBoundFor: formatSpan(c.partlyBoundFor()), StillPartial: c.stillPartial() && !c.finished.IsZero(),
-		}
+		st.LastCommit = c.status()
 	}
-
 	for _, p := range g.sortedMembers() {
-		mb := MemberStatus{Pod: p.key(), Requests: p.requests.String(), State: "Pending"}
-		var s *slot
-		if res != nil {
-			s = res.slotFor(p.uid)
-		}
-		switch {
-		case p.terminal:
-			mb.State, mb.Node = "Finished", p.node
-		case p.holds():
-			mb.State, mb.Node, mb.GPUIDs = "Bound", p.node, p.gpuIDs
-		case p.specErr != nil:
-			mb.State, mb.Reason = "Rejected", p.specErr.Error()
-		case p != refPod && disagreement(p.key(), *p.spec, *spec, refPod.key()) != nil:
-			mb.State, mb.Reason = "Rejected", disagreement(p.key(), *p.spec, *spec, refPod.key()).Error()
-		case s != nil:
-			mb.State, mb.Node = s.state.String(), s.node
-			if s.holdsCapacity() && res.state == reserving {
-				expires := res.expires
-				mb.ReservationExpires = &expires
-				mb.gpus = s.requests.GPU
-			}
-		case p.condition != "":
-			mb.Reason = "scheduler: " + p.condition
-		}
-		st.Members = append(st.Members, mb)
+		st.Members = append(st.Members, memberStatus(p, spec, refPod, res))
 	}
 	if st.Reason == "" {
 		st.Reason = "no member has reached lockstep's filter yet"
@@ -159,4 +117,55 @@ func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
 		}
 	}
 	return st
+}
+
+func phaseOf(g *gangInfo, spec *Spec, bound int, res *reservation) Phase {
+	switch {
+	case spec != nil && bound >= spec.MinAvailable:
+		return PhaseBound
+	case res != nil && res.state == committing:
+		return PhaseBinding
+	case res != nil:
+		return PhaseReserving
+	case g.timedOut:
+		return PhaseTimedOut
+	default:
+		return PhaseWaiting
+	}
+}
+
+func (c *commitRecord) status() *CommitStatus {
+	return &CommitStatus{
+		Started: c.started, Running: c.finished.IsZero(), Members: c.members, Bound: c.bound, Failed: c.failed,
+		Duration: formatSpan(c.duration()), PartlyBoundFor: formatSpan(c.partlyBoundFor()), StillPartial: c.stillPartial() && !c.finished.IsZero(),
+	}
+}
+
+// memberStatus is one member as /debug/gangs shows it; spec and refPod are its gang's.
+func memberStatus(p *podInfo, spec *Spec, refPod *podInfo, res *reservation) MemberStatus {
+	mb := MemberStatus{Pod: p.key(), Requests: p.requests.String(), State: "Pending"}
+	var s *slot
+	if res != nil {
+		s = res.slotFor(p.uid)
+	}
+	switch {
+	case p.terminal:
+		mb.State, mb.Node = "Finished", p.node
+	case p.holds():
+		mb.State, mb.Node, mb.GPUIDs = "Bound", p.node, p.gpuIDs
+	case p.specErr != nil:
+		mb.State, mb.Reason = "Rejected", p.specErr.Error()
+	case p != refPod && disagreement(p.key(), *p.spec, *spec, refPod.key()) != nil:
+		mb.State, mb.Reason = "Rejected", disagreement(p.key(), *p.spec, *spec, refPod.key()).Error()
+	case s != nil:
+		mb.State, mb.Node = s.state.String(), s.node
+		if s.holdsCapacity() && res.state == reserving {
+			expires := res.expires
+			mb.ReservationExpires = &expires
+			mb.gpus = s.requests.GPU
+		}
+	case p.condition != "":
+		mb.Reason = "scheduler: " + p.condition
+	}
+	return mb
 }

@@ -13,7 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/lockstep-sched/lockstep/test/builders"
+	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
 )
 
 // simCluster is the test's picture of the apiserver and of kube-scheduler's cache: what is bound
@@ -102,7 +103,7 @@ func (c *simCluster) isBound(pod string) bool {
 func (c *simCluster) bind(call bindCall) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pod := call.key()
+	pod := call.Pod()
 	fail := func(format string, args ...any) { c.violations = append(c.violations, fmt.Sprintf(format, args...)) }
 	if prev, ok := c.boundPods[pod]; ok {
 		fail("pod %s bound twice: %s and %s", pod, prev, call.Node)
@@ -230,7 +231,7 @@ func stressRound(t *testing.T, seed uint64, waitingTime string) {
 	}
 	all = append(all, ordinary...)
 	for _, p := range all {
-		sim.gpus[keyOf(p)] = PodRequests(p).GPU
+		sim.gpus[keyOf(p)] = placement.PodRequests(p).GPU
 	}
 
 	// Bindings reach the manager again through an ordered, informer-like queue.
@@ -246,13 +247,13 @@ func stressRound(t *testing.T, seed uint64, waitingTime string) {
 	for _, p := range all {
 		podByKey[keyOf(p)] = p
 	}
-	e.binder.check = func(c bindCall) error {
+	e.binder.Check(func(c bindCall) error {
 		sim.bind(c)
-		bound := podByKey[c.key()].DeepCopy()
+		bound := podByKey[c.Pod()].DeepCopy()
 		bound.Spec.NodeName = c.Node
 		informer <- bound
 		return nil
-	}
+	})
 
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	for _, p := range all {
@@ -395,7 +396,7 @@ wait:
 				n++
 			}
 		}
-		t.Logf("gang %s (%s): %d members of %d GPUs, min %d, %d bound", g.key, g.kind, g.members, PodRequests(g.pods[0]).GPU, g.min, n)
+		t.Logf("gang %s (%s): %d members of %d GPUs, min %d, %d bound", g.key, g.kind, g.members, placement.PodRequests(g.pods[0]).GPU, g.min, n)
 		if n < g.min {
 			for _, st := range e.m.Status("stress") {
 				if st.Namespace+"/"+st.Name == g.key {
@@ -430,7 +431,7 @@ wait:
 	<-informerDone
 	e.m.mu.RLock()
 	for _, n := range e.nodes {
-		require.Equal(t, boundGPUs[n], e.m.state.nodes[n].requested.GPU, "node %s", n)
+		require.Equal(t, boundGPUs[n], e.m.ledger.nodes[n].requested.GPU, "node %s", n)
 	}
 	e.m.mu.RUnlock()
 }

@@ -15,13 +15,13 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/lockstep-sched/lockstep/gang"
-	"github.com/lockstep-sched/lockstep/test/faultproxy"
-	"github.com/lockstep-sched/lockstep/test/harness"
+	"github.com/lockstep-sched/lockstep/test/lib/faultproxy"
+	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
-// These tests put faults between lockstep and kube-apiserver (test/faultproxy) and show that a
-// binding counts as done only when the apiserver said so: lockstep's metrics and /debug/gangs
+// These tests put faults between lockstep and kube-apiserver (test/lib/faultproxy) and show that
+// a binding counts as done only when the apiserver said so: lockstep's metrics and /debug/gangs
 // agree with the pods as the apiserver has them, no gang stays partial, and nothing stalls.
 
 // addFault installs a rule on the proxy in front of lockstep for the rest of the test.

@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/lockstep-sched/lockstep/gang"
-	"github.com/lockstep-sched/lockstep/test/builders"
-	"github.com/lockstep-sched/lockstep/test/cluster"
-	"github.com/lockstep-sched/lockstep/test/harness"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/cluster"
+	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 

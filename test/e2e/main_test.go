@@ -1,7 +1,7 @@
 // Package e2e runs lockstep against a real etcd, kube-apiserver and kube-scheduler on loopback.
 // kube-scheduler runs with the shipped deploy/scheduler-config/lockstep-sidecar.yaml, and lockstep
 // (built with -race) runs as its own process with a ServiceAccount token bound only by the
-// shipped RBAC, reaching kube-apiserver through a fault-injecting proxy (test/faultproxy).
+// shipped RBAC, reaching kube-apiserver through a fault-injecting proxy (test/lib/faultproxy).
 package e2e
 
 import (
@@ -14,9 +14,9 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/lockstep-sched/lockstep/test/cluster"
-	"github.com/lockstep-sched/lockstep/test/faultproxy"
-	"github.com/lockstep-sched/lockstep/test/harness"
+	"github.com/lockstep-sched/lockstep/test/lib/cluster"
+	"github.com/lockstep-sched/lockstep/test/lib/faultproxy"
+	"github.com/lockstep-sched/lockstep/test/lib/harness"
 )
 
 // env is the control plane and lockstep every test shares; tests run one after another and each

@@ -15,7 +15,7 @@ import (
 
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/gpu"
-	"github.com/lockstep-sched/lockstep/test/cluster"
+	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 

@@ -1,0 +1,228 @@
+package gang
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+// admission is filter's decision for a gang member before its gang has quorum: the gang waits
+// with a reason, or the member passes exactly one node. Deciding only reads the ledger and the
+// book; applyAdmission then makes the decision true, so each can be read on its own.
+type admission struct {
+	// wait is why the gang waits; the member fails every offered node with it.
+	wait string
+	// node is the one node the member passes, when it does not wait.
+	node string
+	// reserve is a new reservation for the gang's quorum, the member's slot first.
+	reserve *reservation
+	// slot is the member's place in its gang's live reservation: one it holds, a planned one it
+	// takes, or (join) a new one for a member beyond the plan. It moves to node.
+	slot *slot
+	join bool
+}
+
+// admit decides for a member whose gang has no quorum yet, through the gang's live reservation
+// res, or by planning a new one when there is none.
+func (m *Manager) admit(p *podInfo, g *gangInfo, spec *Spec, res *reservation, offered []string) admission {
+	if res != nil {
+		return m.admitToReservation(p, g, res, offered)
+	}
+	members, wait := quorumMembers(p, g, spec)
+	if wait != "" {
+		return admission{wait: wait}
+	}
+	if wait := m.coolDown(g, spec); wait > 0 {
+		return admission{wait: fmt.Sprintf("gang %s: its reservation timed out; it plans again in %s so that other waiting gangs get the capacity first",
+			g.key, wait.Truncate(time.Second)+time.Second)}
+	}
+	held, heldBy := m.book.held(g.key)
+	in := m.planView(g, held, nil)
+	allowed := nodeSet(offered)
+	for i, q := range members {
+		pm := placement.Member{Name: q.key(), Requests: q.requests}
+		if i == 0 {
+			pm.Allowed = allowed // the member at filter can use only what the scheduler offered
+		}
+		in.Members = append(in.Members, pm)
+	}
+	plan := placement.Place(in)
+	if !plan.OK {
+		return admission{wait: placement.Explain(g.key, in, plan.Failed, heldBy)}
+	}
+	return admission{reserve: m.newReservation(g, spec, members, plan.Nodes), node: plan.Nodes[0]}
+}
+
+// quorumMembers are the members a new reservation is for: the one at filter first, then the
+// oldest others that can come to claim a place, as many as quorum still needs. Too few gives the
+// reason the gang waits instead.
+func quorumMembers(p *podInfo, g *gangInfo, spec *Spec) (members []*podInfo, wait string) {
+	bound := g.boundCount()
+	need := spec.MinAvailable - bound
+	members = []*podInfo{p}
+	gated := 0
+	for _, q := range g.sortedMembers() {
+		if len(members) == need {
+			break
+		}
+		switch {
+		case q == p || q.spec == nil || q.holds() || q.terminal:
+		case disagreement(q.key(), *q.spec, *spec, p.key()) != nil:
+			// Rejected at its own filter: it never comes to claim a place held for it.
+		case q.gated:
+			gated++
+		default:
+			members = append(members, q)
+		}
+	}
+	if len(members) >= need {
+		return members, ""
+	}
+	wait = fmt.Sprintf("gang %s: waiting for members: %d of min-available %d exist", g.key, bound+len(members)+gated, spec.MinAvailable)
+	if gated > 0 {
+		wait += fmt.Sprintf(", %d of them held by scheduling gates", gated)
+	}
+	return nil, wait
+}
+
+// newReservation is a reservation of members[i] on nodes[i]; the first member, the one at filter,
+// holds its slot already.
+func (m *Manager) newReservation(g *gangInfo, spec *Spec, members []*podInfo, nodes []string) *reservation {
+	now := m.now()
+	res := &reservation{gang: g.key, created: now, expires: now.Add(m.waitingTime(spec)), done: make(chan struct{})}
+	for i, q := range members {
+		s := &slot{plannedFor: q.uid, node: nodes[i], requests: q.requests, state: slotPlanned}
+		if i == 0 {
+			s.pod, s.state = q, slotReserved
+		}
+		res.slots = append(res.slots, s)
+	}
+	return res
+}
+
+// admitToReservation decides for a member whose gang already holds a reservation.
+func (m *Manager) admitToReservation(p *podInfo, g *gangInfo, res *reservation, offered []string) admission {
+	allowed := nodeSet(offered)
+	s, join := res.slotOf(p.uid), false
+	if s == nil && res.state == reserving {
+		s = res.claimable(p)
+	}
+	if s == nil {
+		// A member beyond the plan (total-number above min-available) joins the reservation when
+		// free capacity holds it; otherwise it waits to schedule as an ordinary pod after quorum.
+		node := m.bestFreeNode(p.requests, g, allowed, nil)
+		if node == "" || res.state != reserving {
+			return admission{wait: fmt.Sprintf("gang %s: its %d reserved places are taken by other members; this member schedules once the gang is bound",
+				g.key, len(res.slots))}
+		}
+		s, join = &slot{plannedFor: p.uid, node: node, requests: p.requests, state: slotPlanned}, true
+	}
+	if allowed[s.node] {
+		return admission{slot: s, join: join, node: s.node}
+	}
+	// The scheduler's own filters rule the reserved node out for this pod (taints, affinity,
+	// ports: things lockstep does not model). Move the slot if another offered node has room.
+	if s.state > slotReserved {
+		return admission{slot: s, wait: fmt.Sprintf("gang %s: member %s is waiting for quorum on node %s, which the scheduler no longer offers", g.key, p.key(), s.node)}
+	}
+	moveTo := m.bestFreeNode(p.requests, g, allowed, s)
+	if moveTo == "" {
+		return admission{slot: s, wait: fmt.Sprintf("gang %s: member %s's reserved node %s is ruled out by the scheduler's other filters and no offered node has room for %s",
+			g.key, p.key(), s.node, p.requests)}
+	}
+	return admission{slot: s, join: join, node: moveTo}
+}
+
+// applyAdmission makes a decision true: it books the new reservation, or gives the member its
+// slot, and records why the gang waits.
+func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a admission, fx *effects) {
+	if a.slot != nil {
+		if a.join {
+			res.slots = append(res.slots, a.slot)
+		}
+		if a.slot.state == slotPlanned {
+			res.take(a.slot, p)
+		}
+		if a.node != "" && a.node != a.slot.node {
+			// Moved only while reserved: a committing binding reads its slot's node unlocked.
+			a.slot.node = a.node
+		}
+	}
+	switch {
+	case a.wait != "":
+		g.lastReason = a.wait
+		g.attempts++
+		fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonGangWaiting, a.wait)
+	case a.reserve != nil:
+		r := a.reserve
+		m.book.add(r, r.expires.Sub(r.created))
+		g.reservation, g.timedOut = r, false
+		need := len(r.slots)
+		g.lastReason = fmt.Sprintf("gang %s: %d %s reserved until %s; waiting for them to reach bind",
+			g.key, need, plural(need, "member", "members"), r.expires.UTC().Format("15:04:05"))
+		klog.V(2).InfoS("Gang reserved", "gang", g.key, "slots", need, "expires", r.expires)
+		fx.podEvent(p, corev1.EventTypeNormal, wellknown.ReasonGangReserved, g.lastReason)
+	}
+}
+
+// answer is the decision as the scheduler reads it.
+func (a admission) answer(gang string, offered []string) FilterResult {
+	if a.wait != "" {
+		return failAll(offered, a.wait)
+	}
+	return passOnly(offered, a.node, fmt.Sprintf("gang %s: member reserved on node %s", gang, a.node))
+}
+
+// bestFreeNode picks, among allowed nodes, where req fits beside bound pods, other gangs'
+// reservations and the gang's own slots other than skip; the planner's packing rules choose.
+func (m *Manager) bestFreeNode(req placement.Resources, g *gangInfo, allowed map[string]bool, skip *slot) string {
+	held, _ := m.book.held(g.key)
+	if res := m.book.live(g.key); res != nil {
+		for _, s := range res.slots {
+			if s != skip && s.holdsCapacity() {
+				held[s.node] = held[s.node].Add(s.requests)
+			}
+		}
+	}
+	in := m.planView(g, held, allowed)
+	in.Members = []placement.Member{{Requests: req, Allowed: allowed}}
+	plan := placement.Place(in)
+	if !plan.OK {
+		return ""
+	}
+	return plan.Nodes[0]
+}
+
+// planView is the planner's picture of the cluster for one gang: every schedulable node (of only,
+// when given) with what it has left after bound pods and held, and the nodes already holding the
+// gang's bound members.
+func (m *Manager) planView(g *gangInfo, held map[string]placement.Resources, only map[string]bool) placement.Input {
+	in := placement.Input{Free: make(map[string]placement.Resources, len(m.ledger.nodes)), GangNodes: map[string]bool{}}
+	for name, n := range m.ledger.nodes {
+		if n.known && !n.unschedulable && (only == nil || only[name]) {
+			in.Free[name] = n.free().Sub(held[name])
+		}
+	}
+	for _, q := range g.members {
+		if q.holds() {
+			in.GangNodes[q.node] = true
+		}
+	}
+	memo := &scoreMemo{} // one plan scores every node per member; most share a state
+	in.NodeScore = func(node string, req placement.Resources) int {
+		return memo.gpuScore(m.ledger.nodes[node], req.GPU, held[node].GPU)
+	}
+	return in
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,89 @@
+package gang
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+// A reservation that expires before quorum gives its capacity back at once (the book stops
+// offering it), but its gang, its waiting binds and the gangs waiting behind it learn of it here:
+// from the sweep, or from the gang's next filter when that comes first.
+
+// sweepExpired evicts expired reservations every ExpiryCheckInterval until Stop.
+func (m *Manager) sweepExpired() {
+	tick := time.NewTicker(m.cfg.ExpiryCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			m.book.sweep()
+		case <-m.stop:
+			return
+		}
+	}
+}
+
+// onExpired runs when the book evicts an expired reservation (or after its own release, which it
+// then ignores because the reservation is already released).
+func (m *Manager) onExpired(gang string, res *reservation) {
+	var fx effects
+	m.mu.Lock()
+	m.expireLocked(gang, res, &fx)
+	m.mu.Unlock()
+	m.apply(&fx)
+}
+
+// expireLocked ends a reservation that expired before quorum: its waiting binds wake, its gang is
+// marked TimedOut with a reason, and the gangs waiting behind it are woken.
+func (m *Manager) expireLocked(key string, res *reservation, fx *effects) {
+	if res.state != reserving {
+		return
+	}
+	res.state = released
+	res.expired = true
+	close(res.done)
+	g, ok := m.ledger.gangs[key]
+	if !ok {
+		return
+	}
+	ready := res.countState(slotWaiting) + g.boundCount()
+	g.timedOut, g.timedOutAt = true, m.now()
+	g.lastReason = fmt.Sprintf("gang %s: reservation expired after %s with %d of %d members ready to bind; capacity released, the gang plans again when a member is retried",
+		key, res.expires.Sub(res.created).Round(time.Second), ready, g.minAvailable())
+	klog.InfoS("Gang reservation expired", "gang", key, "ready", ready)
+	m.capacityFreedLocked(key, fx)
+	for _, p := range g.sortedMembers() {
+		fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonGangTimedOut, g.lastReason)
+		if !p.holds() && !p.terminal {
+			fx.condition(conditionWrite{p.namespace, p.name, corev1.PodCondition{
+				Type: wellknown.ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: wellknown.ConditionReasonTimedOut, Message: g.lastReason,
+			}})
+		}
+	}
+}
+
+// catchUpExpiryLocked reports a gang's reservation that expired but was not swept yet. The book
+// hides it at once, but a new reservation would replace it unreported: its waiters would not wake,
+// and the gang's time-out and cool-down would be skipped.
+func (m *Manager) catchUpExpiryLocked(g *gangInfo, fx *effects) {
+	if old := g.reservation; old != nil && old.state == reserving && m.book.live(g.key) == nil {
+		m.expireLocked(g.key, old, fx)
+	}
+}
+
+// coolDown is how long a gang whose reservation expired must wait before reserving again. Without
+// it a gang that can never complete (a member the scheduler cannot place) would take the capacity
+// back on its next retry, every time, and starve the gangs waiting behind it. It lasts one waiting
+// time, long enough for every waiting pod to be retried (the scheduler's backoff is at most 10s by
+// default).
+func (m *Manager) coolDown(g *gangInfo, spec *Spec) time.Duration {
+	if !g.timedOut {
+		return 0
+	}
+	return g.timedOutAt.Add(m.waitingTime(spec)).Sub(m.now())
+}

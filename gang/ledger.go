@@ -1,0 +1,178 @@
+package gang
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-sched/lockstep/gpu"
+	"github.com/lockstep-sched/lockstep/placement"
+)
+
+// ledger is the cluster as lockstep counts it: every pod, what each node has and what bound pods
+// take from it (GPUs by index), and which pods form which gang. It is fed by the informers and by
+// the bindings lockstep confirms. Its methods expect the manager's lock.
+type ledger struct {
+	pods  map[types.UID]*podInfo
+	nodes map[string]*nodeInfo
+	gangs map[string]*gangInfo
+}
+
+func newLedger() *ledger {
+	return &ledger{pods: map[types.UID]*podInfo{}, nodes: map[string]*nodeInfo{}, gangs: map[string]*gangInfo{}}
+}
+
+func (l *ledger) node(name string) *nodeInfo {
+	n, ok := l.nodes[name]
+	if !ok {
+		// The map key gets a copy of its own, made as the node is first seen: the keys of a
+		// cluster's nodes then sit together in memory instead of inside each informer object,
+		// and filter and prioritize, which compare thousands of them per call, miss the cache
+		// far less.
+		n = &nodeInfo{name: strings.Clone(name)}
+		l.nodes[n.name] = n
+	}
+	return n
+}
+
+func (l *ledger) dropNodeIfUnused(n *nodeInfo) {
+	if !n.known && n.requested.IsZero() {
+		delete(l.nodes, n.name)
+	}
+}
+
+func (l *ledger) upsertNode(node *corev1.Node) {
+	n := l.node(node.Name)
+	n.known = true
+	n.unschedulable = node.Spec.Unschedulable
+	n.allocatable = placement.NodeAllocatable(node)
+	n.topo, n.topoSource, n.topoErr, n.gpuIndices = nil, gpu.SourceNone, nil, nil
+	if n.allocatable.GPU > 0 {
+		n.topo, n.topoSource, n.topoErr = gpu.FromNode(node)
+		if n.topo != nil {
+			n.gpuIndices = n.topo.Indices()
+		}
+	}
+}
+
+func (l *ledger) deleteNode(name string) {
+	if n, ok := l.nodes[name]; ok {
+		n.known = false
+		n.allocatable = placement.Resources{}
+		l.dropNodeIfUnused(n)
+	}
+}
+
+// upsertPod records a pod's latest version and moves its capacity between nodes when it was bound
+// or finished. It keeps lastEvent, which is lockstep's own, across updates.
+func (l *ledger) upsertPod(pod *corev1.Pod) *podInfo {
+	return l.upsertInfo(newPodInfo(pod))
+}
+
+// upsertInfo is upsertPod for a pod already summarised (the informer's records).
+func (l *ledger) upsertInfo(next *podInfo) *podInfo {
+	prev, ok := l.pods[next.uid]
+	if ok {
+		next.lastEvent = prev.lastEvent
+		// lockstep marks a pod bound as soon as its binding succeeds; an informer event from
+		// before the binding must not take that back.
+		if prev.holds() && next.node == "" && !next.terminal {
+			next.node = prev.node
+		}
+		if next.node == prev.node && next.gpuIDs == nil {
+			next.gpuIDs = prev.gpuIDs
+		}
+		l.release(prev)
+		l.leaveGang(prev)
+	}
+	l.pods[next.uid] = next
+	l.take(next)
+	l.joinGang(next)
+	return next
+}
+
+func (l *ledger) deletePod(uid types.UID) *podInfo {
+	p, ok := l.pods[uid]
+	if !ok {
+		return nil
+	}
+	l.release(p)
+	l.leaveGang(p)
+	delete(l.pods, uid)
+	return p
+}
+
+// markBound records a binding lockstep made before the informer reports it, so the capacity is
+// not offered twice in between. gpuIDs were chosen (and marked taken) by chooseGPUs.
+func (l *ledger) markBound(p *podInfo, node string, gpuIDs []int) {
+	l.release(p)
+	p.node, p.gpuIDs = node, gpuIDs
+	l.take(p)
+}
+
+func (l *ledger) take(p *podInfo) {
+	if p.holds() {
+		n := l.node(p.node)
+		n.requested = n.requested.Add(p.requests)
+		n.gpus.take(p.uid, p.gpuIDs, p.requests.GPU)
+	}
+}
+
+func (l *ledger) release(p *podInfo) {
+	if p.holds() {
+		n := l.node(p.node)
+		n.requested = n.requested.Sub(p.requests)
+		n.gpus.release(p.uid, p.gpuIDs, p.requests.GPU)
+		l.dropNodeIfUnused(n)
+	}
+}
+
+// gangKeyOf is the gang a pod names, even when its other annotations are invalid, so that
+// /debug/gangs lists the rejected member beside its gang mates.
+func gangKeyOf(p *podInfo) string {
+	if p.gangName == "" {
+		return ""
+	}
+	return p.namespace + "/" + p.gangName
+}
+
+func (l *ledger) joinGang(p *podInfo) {
+	key := gangKeyOf(p)
+	if key == "" {
+		return
+	}
+	g, ok := l.gangs[key]
+	if !ok {
+		g = &gangInfo{key: key, namespace: p.namespace, name: p.gangName, members: map[types.UID]*podInfo{}}
+		l.gangs[key] = g
+	}
+	g.members[p.uid] = p
+}
+
+func (l *ledger) leaveGang(p *podInfo) {
+	key := gangKeyOf(p)
+	if g, ok := l.gangs[key]; ok {
+		delete(g.members, p.uid)
+	}
+}
+
+// gangOf returns the gang a pod names, or nil for an ordinary pod.
+func (l *ledger) gangOf(p *podInfo) *gangInfo {
+	return l.gangs[gangKeyOf(p)]
+}
+
+// nodeState is a node as filter's checks see it; held is what other gangs' reservations set
+// aside, per node.
+func (l *ledger) nodeState(name string, held map[string]placement.Resources) placement.NodeState {
+	n, ok := l.nodes[name]
+	if !ok || !n.known {
+		return placement.NodeState{}
+	}
+	st := placement.NodeState{Seen: true, Free: n.free()}
+	if len(held) > 0 {
+		// The length check spares a lookup per node when, as usual, nothing is held.
+		st.Held = held[name]
+	}
+	return st
+}

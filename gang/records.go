@@ -1,0 +1,166 @@
+package gang
+
+import (
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-sched/lockstep/gpu"
+	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+// podInfo is lockstep's record of one pod: what it asks for, where it is bound and which gang it
+// belongs to. It is rebuilt from the pod informer after a restart.
+type podInfo struct {
+	uid       types.UID
+	namespace string
+	name      string
+	created   time.Time
+	requests  placement.Resources
+	node      string // spec.nodeName, or the node lockstep just bound it to
+	terminal  bool   // Succeeded or Failed: holds nothing on its node any more
+	// gated: the pod has scheduling gates (Kueue and others hold pods back this way); it cannot
+	// reach the scheduler, so lockstep does not reserve capacity for it.
+	gated    bool
+	gangName string // the gang name annotation, "" for an ordinary pod
+	spec     *Spec  // nil for an ordinary pod or one whose annotations are invalid
+	specErr  error
+	// condition is the message of the pod's PodScheduled=False condition, written by the scheduler;
+	// it explains waiting gangs whose members never reached lockstep's filter.
+	condition string
+	// lastEvent de-duplicates the events lockstep emits on this pod.
+	lastEvent string
+	// gpuIDs are the GPU indices the pod holds on its node, from wellknown.AnnotationGPUIDs; nil when unknown.
+	gpuIDs []int
+}
+
+func (p *podInfo) key() string { return p.namespace + "/" + p.name }
+
+// holds reports whether the pod takes capacity on a node.
+func (p *podInfo) holds() bool { return p.node != "" && !p.terminal }
+
+func (p *podInfo) ref() *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.namespace, Name: p.name, UID: p.uid}
+}
+
+// nodeInfo is one node's capacity and what bound pods take from it. It may exist before its Node
+// object is seen (informers deliver pods and nodes in any order); known says whether it was.
+type nodeInfo struct {
+	name          string
+	known         bool
+	unschedulable bool
+	allocatable   placement.Resources
+	requested     placement.Resources
+	// topo is the node's GPU topology (see package gpu for where it comes from); nil without GPUs.
+	topo *gpu.Topology
+	// topoSource and topoErr say where topo came from and what was wrong with the annotation.
+	topoSource gpu.Source
+	topoErr    error
+	// gpuIndices are topo's GPU indices, ascending, kept to spare an allocation per score.
+	gpuIndices []int
+	gpus       gpuLedger
+}
+
+func (n *nodeInfo) free() placement.Resources { return n.allocatable.Sub(n.requested) }
+
+// gangInfo groups the pods that name the same gang.
+type gangInfo struct {
+	key        string
+	namespace  string
+	name       string
+	members    map[types.UID]*podInfo
+	lastReason string
+	// attempts counts how often a member was turned away at filter: how long the gang has been
+	// trying, in the scheduler's own retries.
+	attempts   int
+	timedOut   bool
+	timedOutAt time.Time
+	// reservation is the last one admitGang made, live or not: one that is still reserving but
+	// no longer in the cache has expired without sweepExpired having reported it yet.
+	reservation *reservation
+	// lastCommit is the gang's latest commit, running or done; nil before its first.
+	lastCommit *commitRecord
+}
+
+// reference is the spec every member must agree with: the one of the oldest member whose
+// annotations parse. Choosing the oldest keeps the answer stable while members come and go.
+func (g *gangInfo) reference() (*Spec, *podInfo) {
+	var ref *podInfo
+	for _, p := range g.members {
+		if p.spec == nil {
+			continue
+		}
+		if ref == nil || olderThan(p, ref) {
+			ref = p
+		}
+	}
+	if ref == nil {
+		return nil, nil
+	}
+	return ref.spec, ref
+}
+
+func olderThan(a, b *podInfo) bool {
+	if !a.created.Equal(b.created) {
+		return a.created.Before(b.created)
+	}
+	return a.name < b.name
+}
+
+// boundCount is how many members hold a node now.
+func (g *gangInfo) boundCount() int {
+	n := 0
+	for _, p := range g.members {
+		if p.holds() {
+			n++
+		}
+	}
+	return n
+}
+
+// sortedMembers returns the members oldest first, the order lockstep plans and shows them in.
+func (g *gangInfo) sortedMembers() []*podInfo {
+	out := make([]*podInfo, 0, len(g.members))
+	for _, p := range g.members {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return olderThan(out[i], out[j]) })
+	return out
+}
+
+// newPodInfo extracts what lockstep needs from a pod, so the rest of the package never holds on
+// to full pod objects (the informer's store already does).
+func newPodInfo(pod *corev1.Pod) *podInfo {
+	p := &podInfo{
+		uid:       pod.UID,
+		namespace: pod.Namespace,
+		name:      pod.Name,
+		created:   pod.CreationTimestamp.Time,
+		requests:  placement.PodRequests(pod),
+		node:      pod.Spec.NodeName,
+		terminal:  pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
+		gated:     len(pod.Spec.SchedulingGates) > 0,
+	}
+	p.gangName = pod.Annotations[wellknown.AnnotationGangName]
+	if raw, ok := pod.Annotations[wellknown.AnnotationGPUIDs]; ok && p.requests.GPU > 0 {
+		// A malformed list counts as unknown indices: the GPUs still count as taken.
+		p.gpuIDs, _ = ParseGPUIDs(raw, p.requests.GPU)
+	}
+	p.spec, p.specErr = ParseSpec(pod)
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			p.condition = c.Message
+		}
+	}
+	return p
+}
+
+func (g *gangInfo) minAvailable() int {
+	if spec, _ := g.reference(); spec != nil {
+		return spec.MinAvailable
+	}
+	return 0
+}

@@ -1,0 +1,35 @@
+package placement
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestWhyNot(t *testing.T) {
+	node := func(gpus int64) Resources { return Resources{GPU: gpus, MilliCPU: 8000, Memory: 32 << 30, Pods: 110} }
+	req := Resources{GPU: 2, MilliCPU: 1000, Memory: 1 << 30, Pods: 1}
+	holders := func(node string) string { return "ns/a, ns/b on " + node }
+	cases := []struct {
+		name string
+		n    NodeState
+		want string
+	}{
+		{name: "fits", n: NodeState{Seen: true, Free: node(2)}},
+		{name: "not seen", n: NodeState{Free: node(8)}, want: "lockstep has not seen this node yet"},
+		{name: "bound pods leave too little", n: NodeState{Seen: true, Free: node(1)},
+			want: "insufficient nvidia.com/gpu: needs 2, 1 free"},
+		{name: "overcommitted node shows none free, not a negative", n: NodeState{Seen: true, Free: node(-1)},
+			want: "insufficient nvidia.com/gpu: needs 2, 0 free"},
+		{name: "cpu short", n: NodeState{Seen: true, Free: Resources{GPU: 8, MilliCPU: 500, Memory: 32 << 30, Pods: 110}},
+			want: "insufficient cpu: needs 1, 500m free"},
+		{name: "reservations leave too little", n: NodeState{Seen: true, Free: node(8), Held: Resources{GPU: 7, Pods: 7}},
+			want: "7 nvidia.com/gpu reserved for gang ns/a, ns/b on n1: needs 2, 1 free outside reservations"},
+		{name: "fits beside reservations", n: NodeState{Seen: true, Free: node(8), Held: Resources{GPU: 6, Pods: 6}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, WhyNot(req, "n1", tc.n, holders))
+		})
+	}
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lockstep-sched/lockstep/test/lib/harness"
+)
+
+const (
+	// spTools is the tools module that pins scheduler-plugins (hack/build-scheduler-plugins.sh).
+	spTools = "test/tools/scheduler-plugins"
+	// spModule is scheduler-plugins' module; its files are read at run time from the module
+	// cache, so the repository carries no copies of them.
+	spModule = "sigs.k8s.io/scheduler-plugins"
+	// spCRD and spSampleConfig are paths inside spModule: the PodGroup CRD, and the project's own
+	// example configuration of the Coscheduling plugin.
+	spCRD          = "config/crd/bases/scheduling.x-k8s.io_podgroups.yaml"
+	spSampleConfig = "manifests/coscheduling/scheduler-config.yaml"
+)
+
+// schedulerConfigs are the three modes' KubeSchedulerConfigurations, all derived from the shipped
+// lockstep-sidecar.yaml so that only what a mode is about differs.
+type schedulerConfigs struct {
+	shipped string // lockstep-sidecar.yaml itself (a copy when qps changes it)
+	stock   string // without the extenders stanza
+	cosched string // without extenders, with scheduler-plugins' Coscheduling profile
+}
+
+// writeSchedulerConfigs writes the configurations into dir. spDir is the scheduler-plugins
+// module's directory; empty skips the Coscheduling one. qps > 0 sets the schedulers' client rate
+// limits (clientConnection.qps, burst twice that) in every configuration; 0 keeps the shipped ones.
+func writeSchedulerConfigs(shipped, spDir, dir string, qps int) (schedulerConfigs, error) {
+	out := schedulerConfigs{shipped: shipped}
+	doc, err := readYAML(shipped)
+	if err != nil {
+		return out, err
+	}
+	if qps > 0 {
+		conn, _ := doc["clientConnection"].(map[string]any)
+		if conn == nil {
+			conn = map[string]any{}
+			doc["clientConnection"] = conn
+		}
+		conn["qps"], conn["burst"] = qps, 2*qps
+		out.shipped = filepath.Join(dir, "lockstep-scheduler.yaml")
+		if err := writeYAML(out.shipped, doc); err != nil {
+			return out, err
+		}
+	}
+	delete(doc, "extenders")
+	out.stock = filepath.Join(dir, "stock-scheduler.yaml")
+	if err := writeYAML(out.stock, doc); err != nil {
+		return out, err
+	}
+	if spDir == "" {
+		return out, nil
+	}
+	sample, err := readYAML(filepath.Join(spDir, spSampleConfig))
+	if err != nil {
+		return out, err
+	}
+	// Take the sample's profiles (Coscheduling as queue sort and at every point it implements,
+	// with its pluginConfig) and keep everything else of the shipped file, e.g.
+	// percentageOfNodesToScore.
+	if doc["profiles"], err = coschedulingProfiles(sample, doc["profiles"]); err != nil {
+		return out, fmt.Errorf("%s: %w", spSampleConfig, err)
+	}
+	out.cosched = filepath.Join(dir, "coscheduling-scheduler.yaml")
+	return out, writeYAML(out.cosched, doc)
+}
+
+// coschedulingProfiles returns the sample's profiles, checking they serve the same scheduler
+// names as the shipped ones, so that the bench pods (schedulerName default-scheduler) reach them.
+func coschedulingProfiles(sample map[string]any, shipped any) (any, error) {
+	names := func(profiles any) []string {
+		list, _ := profiles.([]any)
+		var out []string
+		for _, p := range list {
+			m, _ := p.(map[string]any)
+			name, _ := m["schedulerName"].(string)
+			out = append(out, name)
+		}
+		return out
+	}
+	got, want := names(sample["profiles"]), names(shipped)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		return nil, fmt.Errorf("profiles for schedulers %q, the shipped configuration has %q", got, want)
+	}
+	return sample["profiles"], nil
+}
+
+func readYAML(path string) (map[string]any, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return doc, nil
+}
+
+func writeYAML(path string, doc map[string]any) error {
+	raw, err := yaml.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o644)
+}
+
+// schedulerPluginsDir asks the go command where the tools module's scheduler-plugins lives in
+// the module cache (the build script has downloaded it).
+func schedulerPluginsDir(root string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-json", spModule)
+	cmd.Dir = filepath.Join(root, spTools)
+	// The checksum database does not know several of the pinned k8s.io versions; go.sum has them.
+	cmd.Env = append(os.Environ(), "GONOSUMDB=k8s.io")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m %s in %s: %w", spModule, spTools, err)
+	}
+	var m struct{ Dir, Version string }
+	if err := json.Unmarshal(out, &m); err != nil {
+		return "", err
+	}
+	if m.Dir == "" {
+		return "", fmt.Errorf("%s@%s is not in the module cache: run hack/build-scheduler-plugins.sh", spModule, m.Version)
+	}
+	return m.Dir, nil
+}
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// applyPodGroupCRD server-side applies scheduler-plugins' PodGroup CRD and waits until the
+// apiserver serves it.
+func applyPodGroupCRD(ctx context.Context, dyn dynamic.Interface, spDir string) error {
+	objs, err := harness.DecodeFile(filepath.Join(spDir, spCRD))
+	if err != nil {
+		return err
+	}
+	if len(objs) != 1 {
+		return fmt.Errorf("%s: want one CRD, found %d objects", spCRD, len(objs))
+	}
+	crd := objs[0]
+	raw, err := json.Marshal(crd)
+	if err != nil {
+		return err
+	}
+	force := true
+	if _, err := dyn.Resource(crdResource).Patch(ctx, crd.GetName(), types.ApplyPatchType, raw,
+		metav1.PatchOptions{FieldManager: "lockstep-throughput", Force: &force}); err != nil {
+		return fmt.Errorf("applying %s: %w", spCRD, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, pollEvery, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := dyn.Resource(crdResource).Get(ctx, crd.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return established(got), nil
+	})
+}
+
+func established(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,251 @@
+// Command throughput is the second table of `make bench`: scheduling throughput and gang latency
+// through the REAL kube-scheduler, measured in one run on one control plane (etcd and
+// kube-apiserver from test/lib/cluster), the same nodes and the same pods, in three modes:
+//
+//   - stock: kube-scheduler v1.36.3 alone, with the shipped lockstep-sidecar.yaml minus its
+//     extenders stanza. Gang members are plain pods to it (lockstep's annotations mean nothing),
+//     so its rates are the baseline of what binding costs without gang semantics.
+//   - lockstep: kube-scheduler with lockstep as shipped: lockstep-sidecar.yaml, and the lockstep
+//     binary built from ./cmd/extender at the start of the run, with the Deployment's arguments
+//     (--scheduler-config, --bind-wait=8s; client rate limits at their defaults).
+//   - coscheduling: scheduler-plugins v0.34.7's scheduler (bin/sp-scheduler, from
+//     test/tools/scheduler-plugins) with the project's sample Coscheduling profile in place of the
+//     sidecar's; gangs get PodGroups (minMember = gang size) and the pod-group label instead of
+//     annotations.
+//
+// Each mode, on an empty namespace:
+//  1. ordinary pods (1 GPU each) are created while no scheduler runs; once kube-apiserver, etcd
+//     and lockstep are idle the scheduler starts, and pods/s runs from its /readyz to the last bind
+//     seen by this program's pod informer. The scheduler, not the client, sets the pace.
+//  2. the scheduler stops, the gangs are created, it starts again: gang pods/s, each gang's
+//     completion (scheduler ready to its last bind) and the longest time a gang was partly bound
+//     (its first to its min-available-th bind).
+//  3. with the scheduler running and nothing pending, one gang at a time is created, its members
+//     back to back, and timed from the last Create returning to its last member bound.
+//
+// A phase in which no pod binds for -stall is cut short and reported as a stall, with what was
+// left unbound, and the run goes on. For lockstep the table also gives its CPU seconds and peak
+// resident memory over the mode, and "false binds": its lockstep_binds_total{result="committed"}
+// minus the pods the apiserver shows bound. A second table gives every phase's CPU seconds per
+// process: on two cores it shows what limits each number. -cpuprofile-dir adds CPU profiles of the
+// scheduler and lockstep over the first -profile-seconds of each phase, and prints their top
+// entries.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/lockstep-sched/lockstep/test/lib/cluster"
+	"github.com/lockstep-sched/lockstep/test/lib/harness"
+)
+
+// spScheduler is scheduler-plugins' scheduler in bin/ (hack/build-scheduler-plugins.sh).
+const spScheduler = "sp-scheduler"
+
+// sidecarConfig is the shipped configuration: kube-scheduler with lockstep beside it.
+const sidecarConfig = "deploy/scheduler-config/lockstep-sidecar.yaml"
+
+var allModes = []string{"stock", "lockstep", "coscheduling"}
+
+type options struct {
+	w          workload
+	stall      time.Duration
+	modes      []string
+	profileDir string
+	profileFor int
+	keep       bool
+	// schedulerQPS overrides the schedulers' client rate limits; 0 keeps the shipped ones.
+	schedulerQPS int
+	// lockstepFlags follow the Deployment's arguments, to measure lockstep under other settings.
+	lockstepFlags []string
+}
+
+func main() {
+	var o options
+	var modes string
+	flag.IntVar(&o.w.nodes, "nodes", 1000, "nodes")
+	flag.IntVar(&o.w.gpusPerNode, "gpus-per-node", 8, "nvidia.com/gpu per node")
+	flag.IntVar(&o.w.ordinary, "ordinary", 4000, "ordinary pods, 1 GPU each")
+	flag.IntVar(&o.w.gangs, "gangs", 250, "gangs")
+	flag.IntVar(&o.w.gangSize, "gang-size", 8, "members per gang (all needed: min-available = minMember = gang size)")
+	flag.IntVar(&o.w.gangGPU, "gang-gpus", 1, "GPUs per gang member")
+	flag.IntVar(&o.w.idleSamples, "idle-samples", 20, "gangs created one at a time on an idle cluster, for gang latency")
+	flag.DurationVar(&o.stall, "stall", 30*time.Second, "a phase in which no pod binds for this long is stopped and reported as a stall")
+	flag.StringVar(&modes, "modes", strings.Join(allModes, ","), "modes to run, comma-separated, of "+strings.Join(allModes, ","))
+	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "write CPU profiles of the scheduler and lockstep over the start of each phase to DIR and print their top entries")
+	flag.IntVar(&o.profileFor, "profile-seconds", 10, "length of each CPU profile, from the scheduler's start")
+	flag.IntVar(&o.schedulerQPS, "scheduler-qps", 0, "set clientConnection.qps (burst twice that) of the schedulers in every mode, to see past their client rate limit; 0 keeps lockstep-sidecar.yaml's (kube-scheduler's default, 50)")
+	var lockstepFlags string
+	flag.StringVar(&lockstepFlags, "lockstep-flags", "", "extra flags for lockstep after the Deployment's, space-separated (e.g. \"-v=6\" to log every API request with its latency)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (logs of every component, configurations) and print its path")
+	flag.Parse()
+	o.modes = strings.Split(modes, ",")
+	o.lockstepFlags = strings.Fields(lockstepFlags)
+	if err := o.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "throughput:", err)
+		os.Exit(2)
+	}
+	if err := run(context.Background(), o); err != nil {
+		fmt.Fprintln(os.Stderr, "throughput:", err)
+		os.Exit(1)
+	}
+}
+
+func (o options) validate() error {
+	for _, m := range o.modes {
+		if !slices.Contains(allModes, m) {
+			return fmt.Errorf("-modes: unknown mode %q (want some of %s)", m, strings.Join(allModes, ","))
+		}
+	}
+	w := o.w
+	if o.schedulerQPS < 0 {
+		return fmt.Errorf("-scheduler-qps must not be negative")
+	}
+	if w.nodes < 1 || w.gpusPerNode < 1 || w.ordinary < 0 || w.gangs < 0 || w.gangSize < 1 || w.gangGPU < 1 || w.idleSamples < 0 {
+		return fmt.Errorf("counts must be positive (ordinary, gangs and idle-samples may be 0)")
+	}
+	if need, have := w.ordinary+(w.gangs+1)*w.gangSize*w.gangGPU, w.nodes*w.gpusPerNode; need > have {
+		return fmt.Errorf("the load needs %d GPUs and the nodes have %d: every pod must fit", need, have)
+	}
+	return nil
+}
+
+func run(ctx context.Context, o options) error {
+	w := o.w
+	fmt.Printf("lockstep throughput  %s  %s  GOMAXPROCS=%d  NumCPU=%d\n", time.Now().UTC().Format(time.RFC3339),
+		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU())
+	fmt.Printf("load: %d nodes x %d nvidia.com/gpu; %d ordinary pods (1 GPU); %d gangs x %d members (%d GPU each, all needed) = %d gang pods; "+
+		"%d idle gangs; stall after %s without a bind\n",
+		w.nodes, w.gpusPerNode, w.ordinary, w.gangs, w.gangSize, w.gangGPU, w.gangs*w.gangSize, w.idleSamples, o.stall)
+	limits := "as in lockstep-sidecar.yaml (unset: kube-scheduler's default, 50 qps, burst 100)"
+	if o.schedulerQPS > 0 {
+		limits = fmt.Sprintf("%d qps, burst %d (-scheduler-qps)", o.schedulerQPS, 2*o.schedulerQPS)
+	}
+	fmt.Printf("schedulers' client rate limits: %s; lockstep: the Deployment's flags, its client rate limits at their defaults\n", limits)
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	c, err := cluster.Start(ctx, cluster.Options{KeepWorkDir: o.keep, Logf: progress})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	b, modes, err := setUp(ctx, c, root, o)
+	if err != nil {
+		return err
+	}
+	var results []result
+	for _, m := range modes {
+		began := time.Now()
+		progress("mode %s: starting", m.key)
+		r := b.runMode(ctx, m)
+		progress("mode %s: done in %s (ordinary %s pods/s, gangs %s pods/s, %d stalls, error: %v)", m.key,
+			time.Since(began).Round(time.Second), perSecond(r.ordinary), perSecond(r.gang), len(r.stalls), r.err)
+		results = append(results, r)
+	}
+	fmt.Println()
+	printResults(os.Stdout, w, results)
+	b.prof.printTop()
+	if o.keep {
+		fmt.Printf("\nwork directory kept: %s\n", c.WorkDir)
+	}
+	return nil
+}
+
+// setUp builds lockstep, writes the schedulers' configurations, and creates the namespace, the
+// nodes and (for the coscheduling mode) the PodGroup CRD. A mode whose binary is missing or does
+// not build is reported, not fatal.
+func setUp(ctx context.Context, c *cluster.Cluster, root string, o options) (*bench, []mode, error) {
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.QPS, cfg.Burst = 5000, 10000
+	b := &bench{c: c, w: o.w, stall: o.stall, lockstepFlags: o.lockstepFlags}
+	var err error
+	if b.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, nil, err
+	}
+	if b.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, nil, err
+	}
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return nil, nil, err
+		}
+		b.prof = newProfiler(o.profileDir, o.profileFor)
+	}
+	var lockstepErr error
+	if slices.Contains(o.modes, "lockstep") {
+		progress("building lockstep from ./cmd/extender")
+		b.lockstep, lockstepErr = harness.BuildExtender(root, c.WorkDir, false)
+	}
+	var spDir string
+	var spErr error
+	if slices.Contains(o.modes, "coscheduling") {
+		spDir, spErr = schedulerPlugins(root, c.BinDir)
+	}
+	configs, err := writeSchedulerConfigs(filepath.Join(root, sidecarConfig), spDir, c.WorkDir, o.schedulerQPS)
+	if err != nil {
+		return nil, nil, err
+	}
+	all := map[string]mode{
+		"stock":        {key: "stock", label: "kube-scheduler alone", binary: cluster.KubeScheduler, config: configs.stock},
+		"lockstep":     {key: "lockstep", label: "kube-scheduler + lockstep", binary: cluster.KubeScheduler, config: configs.shipped, lockstep: true, unavailable: lockstepErr},
+		"coscheduling": {key: "coscheduling", label: "scheduler-plugins coscheduling", binary: spScheduler, config: configs.cosched, podGroups: true, unavailable: spErr},
+	}
+	var modes []mode
+	for _, key := range o.modes {
+		modes = append(modes, all[key])
+	}
+	if err := b.createCluster(ctx, spDir); err != nil {
+		return nil, nil, err
+	}
+	b.binds, err = watchBinds(ctx, b.client)
+	return b, modes, err
+}
+
+// schedulerPlugins finds scheduler-plugins' module directory and checks its scheduler is built.
+func schedulerPlugins(root, binDir string) (string, error) {
+	if _, err := os.Stat(filepath.Join(binDir, spScheduler)); err != nil {
+		return "", fmt.Errorf("%s not built: run hack/build-scheduler-plugins.sh (make bench does)", spScheduler)
+	}
+	return schedulerPluginsDir(root)
+}
+
+// createCluster creates the namespace, the nodes and, with spDir, the PodGroup CRD: one cluster
+// for every mode.
+func (b *bench) createCluster(ctx context.Context, spDir string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if _, err := b.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	began := time.Now()
+	if err := b.w.createNodes(ctx, b.c); err != nil {
+		return err
+	}
+	progress("created %d nodes in %s", b.w.nodes, time.Since(began).Round(time.Second))
+	if spDir == "" {
+		return nil
+	}
+	return applyPodGroupCRD(ctx, b.dyn, spDir)
+}
+
+var started = time.Now()
+
+// progress reports how the run goes, on stderr, so that stdout holds the tables only.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,165 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/lockstep-sched/lockstep/test/lib/cluster"
+	"github.com/lockstep-sched/lockstep/test/lib/faultproxy"
+)
+
+// SchedulerConfig is the shipped configuration kube-scheduler runs with: lockstep beside the
+// default scheduler.
+const SchedulerConfig = "deploy/scheduler-config/lockstep-sidecar.yaml"
+
+// Env is a real control plane with lockstep as kube-scheduler's extender.
+type Env struct {
+	Root     string
+	Cluster  *cluster.Cluster
+	Lockstep *Lockstep
+	// Faults is the proxy lockstep reaches kube-apiserver through when Options.FaultProxy is set,
+	// for tests that make the apiserver fail lockstep's requests; nil otherwise.
+	Faults *faultproxy.Proxy
+}
+
+// Options configure Up.
+type Options struct {
+	Logf        func(format string, args ...any)
+	KeepWorkDir bool
+	// Race builds lockstep with the race detector, so end-to-end runs check it too.
+	Race bool
+	// FaultProxy runs lockstep against a faultproxy.Proxy (Env.Faults) in front of kube-apiserver.
+	// kube-scheduler and Cluster.Client keep talking to kube-apiserver directly, so injected faults
+	// hit lockstep alone.
+	FaultProxy bool
+}
+
+// Up starts etcd and kube-apiserver, applies the shipped manifests (deploy/manifests and
+// deploy/gpu-agent), runs lockstep with a token of the shipped ServiceAccount (so it has only the
+// shipped RBAC), and starts kube-scheduler with the shipped scheduler configuration. On error,
+// whatever started is stopped.
+func Up(ctx context.Context, opts Options) (_ *Env, err error) {
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	c, err := cluster.Start(ctx, cluster.Options{Logf: logf, KeepWorkDir: opts.KeepWorkDir})
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Root: root, Cluster: c}
+	defer func() {
+		if err != nil {
+			e.Down()
+		}
+	}()
+
+	objs, err := shippedManifests(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := Create(ctx, c.RESTConfig, objs); err != nil {
+		return nil, fmt.Errorf("applying deploy/ manifests: %w", err)
+	}
+	logf("applied %d objects from deploy/", len(objs))
+	expiry := int64(4 * 3600)
+	tok, err := c.Client.CoreV1().ServiceAccounts("lockstep-system").CreateToken(ctx, "lockstep",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("token for ServiceAccount lockstep-system/lockstep: %w", err)
+	}
+	kubeconfig, err := e.lockstepKubeconfig(opts.FaultProxy, tok.Status.Token)
+	if err != nil {
+		return nil, err
+	}
+	if e.Faults != nil {
+		logf("lockstep reaches kube-apiserver through the fault proxy at %s", e.Faults.URL)
+	}
+
+	bin, err := BuildExtender(root, c.WorkDir, opts.Race)
+	if err != nil {
+		return nil, err
+	}
+	port, err := cluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	e.Lockstep = NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port,
+		"--kubeconfig", kubeconfig,
+		"--scheduler-config", filepath.Join(root, SchedulerConfig),
+		"--bind-wait", "8s",
+		"-v", "2")
+	if err := e.Lockstep.Start(ctx); err != nil {
+		return nil, err
+	}
+	logf("lockstep ready at %s", e.Lockstep.URL)
+	if err := c.StartScheduler(ctx, filepath.Join(root, SchedulerConfig), e.Lockstep.URL); err != nil {
+		return nil, err
+	}
+	logf("kube-scheduler running with %s", SchedulerConfig)
+	return e, nil
+}
+
+// lockstepKubeconfig writes the kubeconfig lockstep runs with, authenticating with token: to
+// kube-apiserver directly, or through a new fault proxy (Env.Faults) when viaProxy.
+func (e *Env) lockstepKubeconfig(viaProxy bool, token string) (string, error) {
+	if !viaProxy {
+		return e.Cluster.KubeconfigForToken("lockstep", token)
+	}
+	p, err := faultproxy.Start(e.Cluster.RESTConfig)
+	if err != nil {
+		return "", err
+	}
+	e.Faults = p
+	path := filepath.Join(e.Cluster.WorkDir, "kubeconfig-lockstep-via-faultproxy.yaml")
+	if err := clientcmd.WriteToFile(*p.Kubeconfig("lockstep", token), path); err != nil {
+		return "", fmt.Errorf("writing lockstep's kubeconfig for the fault proxy: %w", err)
+	}
+	return path, nil
+}
+
+// Down stops lockstep, the fault proxy and the control plane.
+func (e *Env) Down() {
+	if e.Lockstep != nil {
+		e.Lockstep.Kill()
+	}
+	if e.Faults != nil {
+		e.Faults.Close()
+	}
+	if e.Cluster != nil {
+		e.Cluster.Stop()
+	}
+}
+
+func shippedManifests(root string) ([]*unstructured.Unstructured, error) {
+	files := []string{}
+	for _, f := range []string{"namespace.yaml", "rbac.yaml", "flowschema.yaml", "configmap.yaml", "deployment.yaml"} {
+		files = append(files, filepath.Join(root, "deploy/manifests", f))
+	}
+	agent, err := filepath.Glob(filepath.Join(root, "deploy/gpu-agent/*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	for _, f := range append(files, agent...) {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue // kustomize's own file, not an API object
+		}
+		o, err := DecodeFile(f)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, o...)
+	}
+	return objs, nil
+}

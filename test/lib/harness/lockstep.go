@@ -1,0 +1,178 @@
+// Package harness runs lockstep as its own process beside a real control plane
+// (test/lib/cluster), for the end-to-end suite, `make demo` and `make bench`.
+package harness
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// BuildExtender compiles ./cmd/extender into dir, with the race detector when race is set, and
+// returns the binary's path.
+func BuildExtender(repoRoot, dir string, race bool) (string, error) {
+	bin := filepath.Join(dir, "extender")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/extender")...)
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building ./cmd/extender: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Lockstep is a running (or stopped) lockstep process.
+type Lockstep struct {
+	Binary  string
+	Args    []string
+	LogPath string
+	// URL is http://127.0.0.1:<port>, where the scheduler and tests reach it.
+	URL string
+	cmd *exec.Cmd
+	log *os.File
+}
+
+// NewLockstep prepares a lockstep listening on 127.0.0.1:port; extra flags follow --listen.
+func NewLockstep(binary, logPath string, port int, extra ...string) *Lockstep {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	return &Lockstep{
+		Binary:  binary,
+		Args:    append([]string{"--listen", addr}, extra...),
+		LogPath: logPath,
+		URL:     "http://" + addr,
+	}
+}
+
+// Start runs the process and waits until /readyz answers 200 (its informers synced).
+func (l *Lockstep) Start(ctx context.Context) error {
+	if l.cmd != nil {
+		return fmt.Errorf("lockstep is already running (pid %d)", l.cmd.Process.Pid)
+	}
+	log, err := os.OpenFile(l.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(l.Binary, l.Args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("starting lockstep: %w", err)
+	}
+	l.cmd, l.log = cmd, log
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, fmt.Errorf("lockstep exited during start-up: %s", l.Tail(4096))
+		default:
+		}
+		resp, err := http.Get(l.URL + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		l.Kill()
+		return fmt.Errorf("lockstep did not become ready: %w; log tail:\n%s", err, l.Tail(4096))
+	}
+	return nil
+}
+
+// Pid is the running process's id, 0 when it is not running.
+func (l *Lockstep) Pid() int {
+	if l.cmd == nil {
+		return 0
+	}
+	return l.cmd.Process.Pid
+}
+
+// Kill stops the process at once, as a crash would: no graceful shutdown.
+func (l *Lockstep) Kill() {
+	if l.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL)
+	_ = l.cmd.Process.Kill()
+	// Wait is done by the goroutine started in Start; give the process a moment to be reaped by
+	// polling its existence rather than sleeping blindly.
+	_ = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return syscall.Kill(l.cmd.Process.Pid, 0) != nil, nil
+	})
+	l.cmd = nil
+	if l.log != nil {
+		l.log.Close()
+		l.log = nil
+	}
+}
+
+// Tail returns the last n bytes of lockstep's log.
+func (l *Lockstep) Tail(n int64) string {
+	f, err := os.Open(l.LogPath)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+// BindCounts is lockstep_binds_total summed over its kinds: the bindings lockstep counts as
+// confirmed by the apiserver, and those that failed.
+type BindCounts struct{ Committed, Failed int }
+
+// BindCounts reads lockstep's bind counters from its /metrics.
+func (l *Lockstep) BindCounts(ctx context.Context) (BindCounts, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.URL+"/metrics", nil)
+	if err != nil {
+		return BindCounts{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return BindCounts{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return BindCounts{}, fmt.Errorf("lockstep /metrics: %s", resp.Status)
+	}
+	var c BindCounts
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "lockstep_binds_total{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return BindCounts{}, fmt.Errorf("lockstep /metrics: %q: %w", line, err)
+		}
+		switch {
+		case strings.Contains(line, `result="committed"`):
+			c.Committed += int(v)
+		case strings.Contains(line, `result="failed"`):
+			c.Failed += int(v)
+		}
+	}
+	return c, sc.Err()
+}
