@@ -22,7 +22,8 @@ func FormatGPUIDs(ids []int) string {
 	return strings.Join(parts, ",")
 }
 
-// ParseGPUIDs reads wellknown.AnnotationGPUIDs; want is the pod's GPU request, which the list must match.
+// ParseGPUIDs reads wellknown.AnnotationGPUIDs; want is the pod's GPU request, which the list must
+// match.
 func ParseGPUIDs(value string, want int64) ([]int, error) {
 	if value == "" {
 		return nil, fmt.Errorf("empty")
@@ -47,9 +48,9 @@ func ParseGPUIDs(value string, want int64) ([]int, error) {
 	return ids, nil
 }
 
-// gpuLedger is which GPUs of one node are taken: by index for pods whose indices lockstep knows
-// (it chose them, or read them back from wellknown.AnnotationGPUIDs), and as a bare count for pods bound by
-// someone else.
+// gpuLedger is which GPUs of one node are taken: by index for pods whose indices lockstep knows (it
+// chose them, or read them back from wellknown.AnnotationGPUIDs), and as a bare count for pods
+// bound by someone else.
 type gpuLedger struct {
 	owner map[int]types.UID
 	// takenLow has bit i set while owner holds GPU i, for i below 64: on a node whose GPUs are

@@ -11,11 +11,11 @@ import (
 )
 
 // Binder writes a pod's binding to the apiserver. gpuIDs, when not empty, are the GPU indices
-// lockstep chose for the pod; they reach the pod (wellknown.AnnotationGPUIDs) with the binding itself, so
-// they are in place when the pod starts on the node. Bind returns nil only when the apiserver
-// confirmed the pod bound to node: lockstep's record of the cluster follows that answer, so a nil
-// for a binding that did not happen would refuse the pod's every retry. Errors wrap ErrPodGone
-// or ErrBoundElsewhere when no retry can help.
+// lockstep chose for the pod; they reach the pod (wellknown.AnnotationGPUIDs) with the binding
+// itself, so they are in place when the pod starts on the node. Bind returns nil only when the
+// apiserver confirmed the pod bound to node: lockstep's record of the cluster follows that answer,
+// so a nil for a binding that did not happen would refuse the pod's every retry. Errors wrap
+// ErrPodGone or ErrBoundElsewhere when no retry can help.
 type Binder interface {
 	Bind(ctx context.Context, namespace, name string, uid types.UID, node string, gpuIDs []int) error
 }

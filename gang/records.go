@@ -33,7 +33,8 @@ type podInfo struct {
 	condition string
 	// lastEvent de-duplicates the events lockstep emits on this pod.
 	lastEvent string
-	// gpuIDs are the GPU indices the pod holds on its node, from wellknown.AnnotationGPUIDs; nil when unknown.
+	// gpuIDs are the GPU indices the pod holds on its node, from wellknown.AnnotationGPUIDs; nil
+	// when unknown.
 	gpuIDs []int
 }
 

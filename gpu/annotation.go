@@ -41,10 +41,10 @@ type annotationGPU struct {
 	NUMA  *int `json:"numa,omitempty"`
 }
 
-// ParseAnnotation reads the value of wellknown.AnnotationGPUTopology. It is strict, because a wrong matrix would
-// silently steer every placement on the node: unknown fields, a version other than v1, a
-// non-square or asymmetric matrix, an unknown link token or a repeated GPU index are errors
-// that say what is wrong and where. source is the annotation's "source" field.
+// ParseAnnotation reads the value of wellknown.AnnotationGPUTopology. It is strict, because a wrong
+// matrix would silently steer every placement on the node: unknown fields, a version other than v1,
+// a non-square or asymmetric matrix, an unknown link token or a repeated GPU index are errors that
+// say what is wrong and where. source is the annotation's "source" field.
 func ParseAnnotation(value string) (t *Topology, source string, err error) {
 	defer func() {
 		if err != nil {
@@ -122,9 +122,9 @@ func describeJSONError(err error) error {
 	return err
 }
 
-// Annotation renders t as the value of wellknown.AnnotationGPUTopology, with source recorded in "source" (empty
-// to leave it out). The output is canonical, compact JSON (GPUs in index order), so a caller can
-// tell whether a node's annotation is already up to date by comparing strings.
+// Annotation renders t as the value of wellknown.AnnotationGPUTopology, with source recorded in
+// "source" (empty to leave it out). The output is canonical, compact JSON (GPUs in index order), so
+// a caller can tell whether a node's annotation is already up to date by comparing strings.
 func (t *Topology) Annotation(source string) string {
 	n := len(t.gpus)
 	a := annotation{Version: AnnotationVersion, Source: source, GPUs: make([]annotationGPU, n), Links: make([][]string, n)}

@@ -23,10 +23,11 @@ type Source int
 const (
 	// SourceNone: the node has no GPUs lockstep can model; the Topology is nil.
 	SourceNone Source = iota
-	// SourceAnnotation: wellknown.AnnotationGPUTopology, written by an administrator or a tool other than
-	// gpu-agent.
+	// SourceAnnotation: wellknown.AnnotationGPUTopology, written by an administrator or a tool
+	// other than gpu-agent.
 	SourceAnnotation
-	// SourceNvidiaSMI: wellknown.AnnotationGPUTopology as gpu-agent writes it, from `nvidia-smi topo -m`.
+	// SourceNvidiaSMI: wellknown.AnnotationGPUTopology as gpu-agent writes it, from `nvidia-smi
+	// topo -m`.
 	SourceNvidiaSMI
 	// SourceKnownSystem: the GFD product and count labels matched the table of known systems.
 	SourceKnownSystem
@@ -51,11 +52,11 @@ func (s Source) String() string {
 	return "Source(" + strconv.Itoa(int(s)) + ")"
 }
 
-// FromNode works out a node's GPU topology from, in order: the wellknown.AnnotationGPUTopology annotation
-// (written by gpu-agent, or by hand); the GPU Feature Discovery labels LabelGPUProduct and
-// LabelGPUCount looked up in the table of known systems (docs/gpu-topology.md); a uniform
-// topology sized by the node's allocatable nvidia.com/gpu. A node without GPUs yields
-// (nil, SourceNone, nil).
+// FromNode works out a node's GPU topology from, in order: the wellknown.AnnotationGPUTopology
+// annotation (written by gpu-agent, or by hand); the GPU Feature Discovery labels LabelGPUProduct
+// and LabelGPUCount looked up in the table of known systems (docs/gpu-topology.md); a uniform
+// topology sized by the node's allocatable nvidia.com/gpu. A node without GPUs yields (nil,
+// SourceNone, nil).
 //
 // err is non-nil only when the annotation is present but invalid. FromNode then still returns
 // the topology from the remaining sources, so the caller can report the error and carry on with

@@ -27,7 +27,8 @@ const fieldManager = "lockstep-gpu-agent"
 // stand a fixture in for the real command.
 type topoRunner func(ctx context.Context) ([]byte, error)
 
-// agent keeps one node's wellknown.AnnotationGPUTopology annotation in line with what nvidia-smi reports.
+// agent keeps one node's wellknown.AnnotationGPUTopology annotation in line with what nvidia-smi
+// reports.
 type agent struct {
 	nodes    corev1client.NodeInterface
 	nodeName string
