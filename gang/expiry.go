@@ -67,11 +67,12 @@ func (m *Manager) expireLocked(key string, res *reservation, fx *effects) {
 	}
 }
 
-// catchUpExpiryLocked reports a gang's reservation that expired but was not swept yet. The book
-// hides it at once, but a new reservation would replace it unreported: its waiters would not wake,
-// and the gang's time-out and cool-down would be skipped.
+// catchUpExpiryLocked reports, for a gang the book holds no live reservation for, its last one
+// if that expired but was not swept yet. The book hides it at once, but a new reservation would
+// replace it unreported: its waiters would not wake, and the gang's time-out and cool-down would
+// be skipped.
 func (m *Manager) catchUpExpiryLocked(g *gangInfo, fx *effects) {
-	if old := g.reservation; old != nil && old.state == reserving && m.book.live(g.key) == nil {
+	if old := g.reservation; old != nil && old.state == reserving {
 		m.expireLocked(g.key, old, fx)
 	}
 }

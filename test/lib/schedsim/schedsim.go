@@ -32,9 +32,11 @@ func (b Binding) Pod() string { return b.Namespace + "/" + b.Name }
 type Binder struct {
 	mu    sync.Mutex
 	calls []Binding
-	errs  map[string]error
-	block chan struct{}
-	check func(Binding) error
+	// latest indexes calls by UID: the packing replay asks for each of thousands of pods.
+	latest map[types.UID]int
+	errs   map[string]error
+	block  chan struct{}
+	check  func(Binding) error
 }
 
 // Bind has gang.Binder's signature.
@@ -60,6 +62,10 @@ func (b *Binder) Bind(ctx context.Context, namespace, name string, uid types.UID
 			return err
 		}
 	}
+	if b.latest == nil {
+		b.latest = map[types.UID]int{}
+	}
+	b.latest[uid] = len(b.calls)
 	b.calls = append(b.calls, c)
 	return nil
 }
@@ -119,12 +125,11 @@ func (b *Binder) Count() int {
 func (b *Binder) Of(uid types.UID) (Binding, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i := len(b.calls) - 1; i >= 0; i-- {
-		if b.calls[i].UID == uid {
-			return b.calls[i], true
-		}
+	i, ok := b.latest[uid]
+	if !ok {
+		return Binding{}, false
 	}
-	return Binding{}, false
+	return b.calls[i], true
 }
 
 // Verbs is a manager as kube-scheduler calls it, with filter's answer given as the nodes that
