@@ -62,6 +62,7 @@ type server struct {
 	sched   Scheduler
 	opts    Options
 	latency *prometheus.HistogramVec
+	names   nameTable
 }
 
 // NewHandler returns the extender's routes: POST /filter, /prioritize and /bind for the
@@ -191,7 +192,7 @@ func (s *server) decodeExtenderArgs(w http.ResponseWriter, r *http.Request) (*ex
 	call := newExtenderCall()
 	body, code := s.readBody(w, r, &call.body, "ExtenderArgs")
 	if code == 0 {
-		if err := call.decode(body); err != nil {
+		if err := call.decode(body, &s.names); err != nil {
 			code = writeError(w, http.StatusBadRequest, "decoding ExtenderArgs: "+describeJSONError(err))
 		} else if call.args.Pod == nil {
 			code = writeError(w, http.StatusBadRequest, "ExtenderArgs.Pod is missing")

@@ -25,12 +25,11 @@ type extenderArgs struct {
 // answer is built in, all reused from call to call. The scheduler sends every candidate node's
 // name on every call: at 5,000 nodes, decoding them into fresh strings and building the answer in
 // fresh slices made 300-400 KB of garbage per call, and the collections that garbage caused set
-// the slowest calls. Reused, a call's garbage is little more than its pod and one copy of the
-// names' text.
+// the slowest calls. Reused, a call's garbage is little more than its pod.
 //
-// What the gang manager is handed are ordinary strings: the names are substrings of that one
-// copy, which is never reused, so the manager may keep any of them. Everything else lives until
-// release, which the handler calls once the answer is written.
+// What the gang manager is handed are ordinary strings: decode swaps each name, split out of the
+// reused storage, for the string a nameTable keeps for it, so the manager may keep any of them.
+// Everything else lives until release, which the handler calls once the answer is written.
 type extenderCall struct {
 	body bytes.Buffer
 	args extenderArgs
@@ -42,8 +41,8 @@ type extenderCall struct {
 	// plainNames is true when every name encodes in JSON as itself between quotes, so answers
 	// can copy names without looking at them again.
 	plainNames bool
-	// namesText is the NodeNames array as it arrived, when the fast path read it; the names are
-	// substrings of it.
+	// namesText is the NodeNames array as it arrived, when the fast path read it. It is part of
+	// the reused storage: good until release.
 	namesText string
 	scores    []int64
 	answer    []byte
@@ -60,7 +59,7 @@ func newExtenderCall() *extenderCall {
 }
 
 func (c *extenderCall) release() {
-	// The pooled call must not keep the names' text alive for whoever kept a name.
+	// The pooled call must not keep every name of the last call alive.
 	clear(c.names)
 	c.body.Reset()
 	c.rawNames, c.names, c.scores, c.answer = c.rawNames[:0], c.names[:0], c.scores[:0], c.answer[:0]
@@ -79,16 +78,19 @@ func (c *extenderCall) namesSent() bool {
 }
 
 // decode fills the call's arguments and names from a request body, which must stay unchanged
-// until release.
-func (c *extenderCall) decode(body []byte) error {
-	if c.decodeFast(body) {
-		return nil
+// until release. The names it leaves are the table's strings.
+func (c *extenderCall) decode(body []byte, table *nameTable) error {
+	if !c.decodeFast(body) {
+		c.args, c.names, c.namesText = extenderArgs{NodeNames: &c.rawNames}, c.names[:0], ""
+		if err := json.Unmarshal(body, &c.args); err != nil {
+			return err
+		}
+		if err := c.decodeNames(); err != nil {
+			return err
+		}
 	}
-	c.args, c.names, c.namesText = extenderArgs{NodeNames: &c.rawNames}, c.names[:0], ""
-	if err := json.Unmarshal(body, &c.args); err != nil {
-		return err
-	}
-	return c.decodeNames()
+	table.own(c.names)
+	return nil
 }
 
 // decodeFast decodes the one shape kube-scheduler sends with node names: an object of "Pod",
@@ -134,7 +136,7 @@ func (c *extenderCall) decodeFast(body []byte) bool {
 			if err != nil {
 				return false
 			}
-			sawNames, c.names, c.plainNames, c.namesText = true, names, plain, ownCopy(s[i:end], names)
+			sawNames, c.names, c.plainNames, c.namesText = true, names, plain, s[i:end]
 			i = end
 		default:
 			return false
@@ -202,21 +204,6 @@ func (c *extenderCall) namesAsSent() string {
 	return c.namesText
 }
 
-// ownCopy copies text, an array the names were split from in place, and points the names into
-// the copy instead, so that they outlive the request's reused storage.
-func ownCopy(text string, names []string) string {
-	own := strings.Clone(text)
-	base := uintptr(unsafe.Pointer(unsafe.StringData(text)))
-	for k, name := range names {
-		if name == "" {
-			continue
-		}
-		at := int(uintptr(unsafe.Pointer(unsafe.StringData(name))) - base)
-		names[k] = own[at : at+len(name)]
-	}
-	return own
-}
-
 // decodeNames fills names from what the library decoded.
 func (c *extenderCall) decodeNames() error {
 	if c.args.NodeNames == nil || len(c.rawNames) == 0 {
@@ -240,13 +227,13 @@ func (c *extenderCall) decodeNames() error {
 
 var errNeedsFullDecoder = errors.New("string needs the full decoder")
 
-// splitNodeNames parses a JSON array of strings into substrings of one copy of raw, appended to
-// dst. A name with an escape sequence or invalid
-// UTF-8 (never a valid node name, but JSON the ordinary decoder accepts and rewrites) sends the
-// whole array through the ordinary decoder instead, so both always agree. plain reports whether
-// every name encodes as itself between quotes.
+// splitNodeNames parses a JSON array of strings into substrings of raw, appended to dst: they are
+// good only while raw is unchanged. A name with an escape sequence or invalid UTF-8 (never a
+// valid node name, but JSON the ordinary decoder accepts and rewrites) sends the whole array
+// through the ordinary decoder instead, so both always agree. plain reports whether every name
+// encodes as itself between quotes.
 func splitNodeNames(raw []byte, dst []string) (names []string, plain bool, err error) {
-	s := string(raw)
+	s := unsafe.String(unsafe.SliceData(raw), len(raw))
 	names, plain, end, err := splitStringArray(s, skipSpace(s, 0), dst)
 	switch {
 	case errors.Is(err, errNeedsFullDecoder):

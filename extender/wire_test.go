@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
@@ -40,7 +41,7 @@ func TestNodeNamesDecoding(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			call := newExtenderCall()
 			defer call.release()
-			require.NoError(t, call.decode([]byte(tc.body)))
+			require.NoError(t, call.decode([]byte(tc.body), new(nameTable)))
 			require.Equal(t, tc.want, append([]string{}, call.names...))
 			require.Equal(t, tc.wantPlain, call.plainNames, "plain")
 			require.Equal(t, tc.wantNames, call.namesSent(), "nodeCacheCapable")
@@ -49,28 +50,53 @@ func TestNodeNamesDecoding(t *testing.T) {
 }
 
 // A call's storage is reused by the next one: a short list after a long one must not keep the
-// long one's tail, and a name kept from a released call is still that name after the storage
-// was reused.
+// long one's tail, and a name kept from a released call is still that name after the bytes it
+// was read from were overwritten.
 func TestExtenderCallReuse(t *testing.T) {
-	decode := func(body string) *extenderCall {
-		call := newExtenderCall()
+	table := new(nameTable)
+	decode := func(call *extenderCall, body string) {
+		call.body.Reset()
 		_, err := call.body.WriteString(body)
 		require.NoError(t, err)
-		require.NoError(t, call.decode(call.body.Bytes()))
-		return call
+		require.NoError(t, call.decode(call.body.Bytes(), table))
 	}
 	for _, form := range []string{
 		`{"Pod":{},"NodeNames":[%s]}`, // the fast path: names are read in place
 		`{"NodeNames":[%s]}`,          // the library's: names are read from its copy
 	} {
-		long := decode(fmt.Sprintf(form, `"node-0","node-1","node-2"`))
-		kept := long.names[1]
-		long.release()
-		short := decode(fmt.Sprintf(form, `"x"`))
-		require.Equal(t, []string{"x"}, short.names, form)
+		call := new(extenderCall)
+		decode(call, fmt.Sprintf(form, `"node-0","node-1","node-2"`))
+		kept := call.names[1]
+		decode(call, fmt.Sprintf(form, `"node-0","xxxxxx","node-2"`))
+		require.Equal(t, []string{"node-0", "xxxxxx", "node-2"}, call.names, form)
 		require.Equal(t, "node-1", kept, form)
-		short.release()
+		decode(call, fmt.Sprintf(form, `"x"`))
+		require.Equal(t, []string{"x"}, call.names, form)
+		require.Equal(t, "node-1", kept, form)
 	}
+}
+
+// Names are the table's own strings, the same one for a name every time, and a full table starts
+// over without spoiling the strings it handed out.
+func TestNameTable(t *testing.T) {
+	table := new(nameTable)
+	text := []byte("node-0node-1")
+	names := []string{string(text[:6]), string(text[6:])}
+	table.own(names)
+	again := []string{"node-1", "node-0"}
+	table.own(again)
+	require.Same(t, unsafe.StringData(names[0]), unsafe.StringData(again[1]))
+	require.Same(t, unsafe.StringData(names[1]), unsafe.StringData(again[0]))
+
+	flood := make([]string, maxKnownNames)
+	for i := range flood {
+		flood[i] = fmt.Sprintf("n-%d", i)
+	}
+	table.own(flood)
+	require.Len(t, table.order, maxKnownNames)
+	table.own([]string{"node-0"})
+	require.Len(t, table.order, 1, "a table over its bound starts over")
+	require.Equal(t, []string{"node-0", "node-1"}, names)
 }
 
 // The fast path must decode exactly what the library decodes, whenever it takes a body at all.
@@ -187,7 +213,7 @@ func FuzzFilterResult(f *testing.F) {
 		require.NoError(t, err)
 		call := newExtenderCall()
 		defer call.release()
-		if call.decode([]byte(`{"Pod":{},"NodeNames":`+string(names)+`}`)) == nil {
+		if call.decode([]byte(`{"Pod":{},"NodeNames":`+string(names)+`}`), new(nameTable)) == nil {
 			asSent := call.namesAsSent()
 			require.Equal(t, want.String(), string(appendFilterResult(nil, call.names, call.plainNames, asSent, failed)), "as sent %q", asSent)
 		}
@@ -200,7 +226,7 @@ func TestNamesAsSent(t *testing.T) {
 	decode := func(body string) *extenderCall {
 		call := newExtenderCall()
 		t.Cleanup(call.release)
-		require.NoError(t, call.decode([]byte(body)))
+		require.NoError(t, call.decode([]byte(body), new(nameTable)))
 		return call
 	}
 	call := decode(`{"Pod":{},"NodeNames":["a","b"]}`)

@@ -88,8 +88,10 @@ func (m *Manager) filterFree(req placement.Resources, ownGang string, nodes []st
 	held, _ := m.book.held(ownGang)
 	holders := func(node string) string { return m.book.holders(node, ownGang) }
 	var out FilterResult
+	var state placement.NodeState
 	for i, name := range nodes {
-		reason := placement.WhyNot(req, name, m.ledger.nodeState(name, held), holders)
+		m.ledger.readNodeState(&state, name, held)
+		reason := placement.WhyNot(req, name, &state, holders)
 		if reason == "" {
 			if out.Failed != nil {
 				out.Feasible = append(out.Feasible, name)

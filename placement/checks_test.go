@@ -29,7 +29,7 @@ func TestWhyNot(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, WhyNot(req, "n1", tc.n, holders))
+			require.Equal(t, tc.want, WhyNot(req, "n1", &tc.n, holders))
 		})
 	}
 }
