@@ -88,6 +88,11 @@ func TestNameTable(t *testing.T) {
 	require.Same(t, unsafe.StringData(names[0]), unsafe.StringData(again[1]))
 	require.Same(t, unsafe.StringData(names[1]), unsafe.StringData(again[0]))
 
+	repeated := []string{"node-2", "node-3", "node-2", "node-0"}
+	table.own(repeated)
+	require.Equal(t, []string{"node-2", "node-3", "node-2", "node-0"}, repeated)
+	require.Same(t, unsafe.StringData(repeated[0]), unsafe.StringData(repeated[2]), "a name twice in one call is one string")
+
 	flood := make([]string, maxKnownNames)
 	for i := range flood {
 		flood[i] = fmt.Sprintf("n-%d", i)

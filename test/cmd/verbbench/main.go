@@ -10,8 +10,11 @@
 // etcd have gone idle: the figures are lockstep answering a settled cluster, not lockstep or the
 // apiserver still taking in tens of thousands of new objects on the same two cores.
 //
-// Every figure comes from this one run on this machine. BenchmarkHandler5000 (go test -bench) is
-// the in-process loop for profiling between runs.
+// Every figure comes from this one run on this machine. -baseline=REV measures a change: lockstep
+// built at REV runs beside this tree's on the same cluster, the two taking turns call batch by call
+// batch, and a second table gives both with their ratios (separate runs on this shared machine
+// differ by more than most changes do). BenchmarkHandler5000 (go test -bench) is the in-process
+// loop for profiling between runs.
 package main
 
 import (
@@ -61,10 +64,11 @@ func main() {
 	calls := flag.Int("calls", 1000, "filter and prioritize calls per size")
 	binds := flag.Int("binds", 200, "bind calls per size")
 	extra := flag.String("lockstep-flags", "", "extra flags for the lockstep process, space-separated (e.g. \"--gc-percent=800\")")
+	baseline := flag.String("baseline", "", "also measure lockstep built at this git revision, on the same cluster, its calls taking turns with this tree's in batches, and print both with their ratios (e.g. -baseline=HEAD~1)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the lockstep process over the 5,000-node filter and prioritize calls to FILE (runs lockstep with --profiling)")
 	flag.StringVar(&latencyDir, "latencies", "", "write every call's latency, in call order, to DIR/<nodes>-<verb>.txt (to see whether slow calls cluster)")
 	flag.Parse()
-	if err := run(*calls, *binds, strings.Fields(*extra)); err != nil {
+	if err := run(*calls, *binds, *baseline, strings.Fields(*extra)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -80,7 +84,7 @@ type row struct {
 
 var latencyDir, cpuProfile string
 
-func run(calls, binds int, lockstepFlags []string) error {
+func run(calls, binds int, baselineRev string, lockstepFlags []string) error {
 	ctx := context.Background()
 	fmt.Printf("lockstep bench  %s  %s  GOMAXPROCS=%d  (shared machine: compare figures within one run)\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.Version(), runtime.GOMAXPROCS(0))
@@ -89,11 +93,7 @@ func run(calls, binds int, lockstepFlags []string) error {
 		return err
 	}
 	defer c.Stop()
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		return err
-	}
-	bin, err := harness.BuildExtender(root, c.WorkDir, false)
+	subjects, err := buildSubjects(c.WorkDir, baselineRev)
 	if err != nil {
 		return err
 	}
@@ -107,78 +107,38 @@ func run(calls, binds int, lockstepFlags []string) error {
 		return err
 	}
 
-	var rows []row
-	var ls *harness.Lockstep
-	var rssMB float64
 	loaded := 0
 	for _, size := range []int{100, 1000, 5000} {
 		start := time.Now()
-		if err := populate(ctx, client, c, loaded, size, binds); err != nil {
+		if err := populate(ctx, client, c, loaded, size, binds*len(subjects)); err != nil {
 			return err
 		}
 		loaded = size
 		fmt.Printf("loaded %d nodes and %d pods through the API in %s\n", size, size*podsPerNode, time.Since(start).Round(time.Second))
-		if ls == nil {
-			port, err := cluster.FreePort()
-			if err != nil {
-				return err
-			}
-			args := append([]string{"--kubeconfig", c.AdminKubeconfig, "--kube-api-qps", "1000", "--kube-api-burst", "2000"}, lockstepFlags...)
-			if cpuProfile != "" {
-				args = append(args, "--profiling")
-			}
-			ls = harness.NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port, args...)
-			if err := ls.Start(ctx); err != nil {
-				return err
-			}
-			defer ls.Kill()
+		if err := startSubjects(ctx, c, subjects, lockstepFlags); err != nil {
+			return err
 		}
 		names := nodeNames(size)
-		if err := waitUntilSeen(ctx, ls.URL, names); err != nil {
+		if err := waitUntilSettled(ctx, c, subjects, names); err != nil {
 			return err
 		}
-		if err := waitUntilCounted(ctx, ls.URL, names); err != nil {
+		if err := measure(subjects, size, calls, binds, names); err != nil {
 			return err
-		}
-		start = time.Now()
-		if quiet := procstat.WaitUntilQuiet(ctx, 2*time.Minute, c.Pids()...); quiet {
-			fmt.Printf("kube-apiserver and etcd idle after %s\n", time.Since(start).Round(100*time.Millisecond))
-		} else {
-			fmt.Printf("kube-apiserver and etcd still busy after %s; measuring anyway\n", time.Since(start).Round(time.Second))
-		}
-		pending := pendingPods(size, binds)
-		var profiled <-chan error
-		if cpuProfile != "" && size == 5000 {
-			profiled = profile(ls.URL, cpuProfile, time.Duration(2*calls)*time.Millisecond)
-		}
-		for _, verb := range []string{"filter", "prioritize", "bind"} {
-			if verb == "bind" && profiled != nil {
-				if err := <-profiled; err != nil {
-					return err
-				}
-			}
-			count := calls
-			if verb == "bind" {
-				count = binds
-			}
-			lat, err := latency(ls.URL, verb, count, names, pending)
-			if err != nil {
-				return err
-			}
-			if err := writeLatencies(size, verb, lat); err != nil {
-				return err
-			}
-			slices.Sort(lat)
-			rows = append(rows, row{nodes: size, verb: verb, calls: count, p50: pct(lat, 50), p99: pct(lat, 99), max: lat[len(lat)-1]})
-		}
-		if size == 5000 {
-			rssMB = procstat.ResidentMB(ls.Pid())
 		}
 	}
-	ls.Kill()
+	for _, s := range subjects {
+		s.ls.Kill()
+	}
 	c.Stop()
 
-	// Allocations per call, through the handler in this process, fed the same objects directly.
+	measureAllocations(subjects[0].rows)
+	report(subjects, 5000*podsPerNode+3*binds*len(subjects))
+	return nil
+}
+
+// measureAllocations fills each row's allocations per call, measured through the handler in this
+// process fed the same objects directly: this tree's code only.
+func measureAllocations(rows []row) {
 	for _, size := range []int{100, 1000, 5000} {
 		h, names, stop := inProcessHandler(size)
 		for i := range rows {
@@ -188,12 +148,112 @@ func run(calls, binds int, lockstepFlags []string) error {
 		}
 		stop()
 	}
+}
 
+func buildSubjects(workDir, baselineRev string) ([]*subject, error) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	bin, err := harness.BuildExtender(root, workDir, false)
+	if err != nil {
+		return nil, err
+	}
+	subjects := []*subject{{label: "this tree", bin: bin}}
+	if baselineRev != "" {
+		base, err := buildBaseline(root, workDir, baselineRev)
+		if err != nil {
+			return nil, err
+		}
+		subjects = append(subjects, &subject{label: "baseline " + baselineRev, bin: base})
+	}
+	return subjects, nil
+}
+
+// startSubjects starts every subject's lockstep the first time; they stay up across sizes, their
+// informers taking in each new load.
+func startSubjects(ctx context.Context, c *cluster.Cluster, subjects []*subject, extra []string) error {
+	for k, s := range subjects {
+		if s.ls != nil {
+			continue
+		}
+		if err := s.start(ctx, c, k, extra); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitUntilSettled returns once every subject has counted the whole load and kube-apiserver and
+// etcd have gone idle.
+func waitUntilSettled(ctx context.Context, c *cluster.Cluster, subjects []*subject, names []string) error {
+	for _, s := range subjects {
+		if err := waitUntilSeen(ctx, s.ls.URL, names); err != nil {
+			return err
+		}
+		if err := waitUntilCounted(ctx, s.ls.URL, names); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	if quiet := procstat.WaitUntilQuiet(ctx, 2*time.Minute, c.Pids()...); quiet {
+		fmt.Printf("kube-apiserver and etcd idle after %s\n", time.Since(start).Round(100*time.Millisecond))
+	} else {
+		fmt.Printf("kube-apiserver and etcd still busy after %s; measuring anyway\n", time.Since(start).Round(time.Second))
+	}
+	return nil
+}
+
+// measure times every verb at one size on every subject, each binding pending pods of its own.
+func measure(subjects []*subject, size, calls, binds int, names []string) error {
+	pending := pendingPods(size, binds*len(subjects))
+	var profiled <-chan error
+	if cpuProfile != "" && size == 5000 {
+		profiled = profile(subjects[0].ls.URL, cpuProfile, time.Duration(2*calls*len(subjects))*time.Millisecond)
+	}
+	for _, verb := range []string{"filter", "prioritize", "bind"} {
+		if verb == "bind" && profiled != nil {
+			if err := <-profiled; err != nil {
+				return err
+			}
+		}
+		count := calls
+		if verb == "bind" {
+			count = binds
+		}
+		callers := make([]*caller, len(subjects))
+		for k, s := range subjects {
+			callers[k] = newCaller(s.ls.URL, verb, names, pending[k*binds:(k+1)*binds])
+		}
+		lats, err := interleaved(callers, verb, count)
+		if err != nil {
+			return err
+		}
+		if err := writeLatencies(size, verb, lats[0]); err != nil {
+			return err
+		}
+		for k, s := range subjects {
+			lat := lats[k]
+			slices.Sort(lat)
+			s.rows = append(s.rows, row{nodes: size, verb: verb, calls: count, p50: pct(lat, 50), p99: pct(lat, 99), max: lat[len(lat)-1]})
+		}
+	}
+	if size == 5000 {
+		for _, s := range subjects {
+			s.rssMB = procstat.ResidentMB(s.ls.Pid())
+		}
+	}
+	return nil
+}
+
+// report prints this tree's table and the targets, then, with a baseline, both side by side. pods
+// is how many pods the informers held at the largest size.
+func report(subjects []*subject, pods int) {
 	fmt.Println()
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "nodes\tverb\tcalls\tp50\tp99\tmax\tallocs/call\tKB/call\t")
 	var filterP99, prioP99 time.Duration
-	for _, r := range rows {
+	for _, r := range subjects[0].rows {
 		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\t%.0f\t%.1f\t\n", r.nodes, r.verb, r.calls, ms(r.p50), ms(r.p99), ms(r.max), r.allocs, r.kbCall)
 		if r.nodes == 5000 && r.verb == "filter" {
 			filterP99 = r.p99
@@ -203,7 +263,8 @@ func run(calls, binds int, lockstepFlags []string) error {
 		}
 	}
 	_ = w.Flush()
-	fmt.Printf("\nlockstep process resident memory with 5,000 nodes and %d pods in its informers: %.0f MB\n", 5000*podsPerNode+3*binds, rssMB)
+	rssMB := subjects[0].rssMB
+	fmt.Printf("\nlockstep process resident memory with 5,000 nodes and %d pods in its informers: %.0f MB\n", pods, rssMB)
 	fmt.Println("(bind latency includes kube-apiserver writing the binding to etcd)")
 	verdict := func(name string, ok bool, got string) {
 		v := "PASS"
@@ -215,12 +276,34 @@ func run(calls, binds int, lockstepFlags []string) error {
 	verdict("filter p99 < 2 ms at 5,000 nodes", filterP99 < 2*time.Millisecond, ms(filterP99))
 	verdict("prioritize p99 < 2 ms at 5,000 nodes", prioP99 < 2*time.Millisecond, ms(prioP99))
 	verdict("resident memory < 300 MB with 5,000 nodes and 50,000 pods", rssMB > 0 && rssMB < 300, fmt.Sprintf("%.0f MB", rssMB))
-	return nil
+	if len(subjects) > 1 {
+		compare(subjects[1], subjects[0])
+	}
+}
+
+// compare prints before and after, measured in the same run, with after/before ratios.
+func compare(before, after *subject) {
+	fmt.Printf("\nbefore: %s; after: %s. Same cluster, calls taking turns in batches of %d.\n", before.label, after.label, batch)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "nodes\tverb\tp50 before\tp50 after\tafter/before\tp99 before\tp99 after\tafter/before\t")
+	for i, a := range after.rows {
+		b := before.rows[i]
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%.2f\t%s\t%s\t%.2f\t\n", a.nodes, a.verb, ms(b.p50), ms(a.p50), ratio(a.p50, b.p50), ms(b.p99), ms(a.p99), ratio(a.p99, b.p99))
+	}
+	_ = w.Flush()
+	fmt.Printf("resident memory at 5,000 nodes: before %.0f MB, after %.0f MB\n", before.rssMB, after.rssMB)
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }
 
 // populate creates nodes [from, to) with their status, podsPerNode bound pods on each, and
 // pending pods for the bind measurement, with parallel writers.
-func populate(ctx context.Context, client kubernetes.Interface, c *cluster.Cluster, from, to, binds int) error {
+func populate(ctx context.Context, client kubernetes.Interface, c *cluster.Cluster, from, to, pending int) error {
 	work := make(chan func() error)
 	var firstErr error
 	var mu sync.Mutex
@@ -258,7 +341,7 @@ func populate(ctx context.Context, client kubernetes.Interface, c *cluster.Clust
 			}
 		}
 	}
-	for _, p := range pendingPods(to, binds) {
+	for _, p := range pendingPods(to, pending) {
 		work <- func() error {
 			_, err := client.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{})
 			return err
@@ -333,48 +416,6 @@ var probe = pod("probe", 1)
 func argsBody(names []string) []byte {
 	b, _ := json.Marshal(extenderv1.ExtenderArgs{Pod: probe, NodeNames: &names})
 	return b
-}
-
-// latency sends count calls of a verb one after another, as the scheduler does for one pod, and
-// times each until the whole answer is read (decoding it is the scheduler's cost, not lockstep's),
-// in call order.
-func latency(url, verb string, count int, names []string, pending []*corev1.Pod) ([]time.Duration, error) {
-	client := &http.Client{}
-	args := argsBody(names)
-	// One buffer for every answer: allocating each would have this process's garbage collector
-	// compete with lockstep for the same two cores while it is being timed.
-	var answer bytes.Buffer
-	warm := 0
-	if verb != "bind" {
-		warm = min(count/10, 50)
-	}
-	var out []time.Duration
-	for i := range count + warm {
-		body := args
-		if verb == "bind" {
-			p := pending[i]
-			body, _ = json.Marshal(extenderv1.ExtenderBindingArgs{PodName: p.Name, PodNamespace: p.Namespace, Node: names[i%len(names)]})
-		}
-		start := time.Now()
-		resp, err := client.Post(url+"/"+verb, "application/json", bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		answer.Reset()
-		_, err = answer.ReadFrom(resp.Body)
-		resp.Body.Close()
-		elapsed := time.Since(start)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("%s: status %d: %v", verb, resp.StatusCode, err)
-		}
-		if verb == "bind" && !bytes.Contains(answer.Bytes(), []byte(`"Error":""`)) {
-			return nil, fmt.Errorf("bind: %s", answer.Bytes())
-		}
-		if i >= warm {
-			out = append(out, elapsed)
-		}
-	}
-	return out, nil
 }
 
 // profile fetches a CPU profile of the lockstep process for d into file; the channel gives the
