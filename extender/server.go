@@ -1,9 +1,10 @@
 // Package extender is lockstep's HTTP face: it decodes kube-scheduler's extender calls, hands them
 // to the gang manager and encodes the answers. It holds no scheduling logic of its own.
 //
-// The speed tricks of the wire (reused request storage, an in-place split of node names, answers
-// written by hand) live here and nowhere else: what it hands the manager are ordinary values the
-// manager may keep, and nothing it does depends on what the manager does with them.
+// The speed tricks of the wire (reused request storage, an in-place split of node names, one
+// long-lived string per node name, answers written by hand) live here and nowhere else: what it
+// hands the manager are ordinary values the manager may keep, and nothing it does depends on what
+// the manager does with them.
 package extender
 
 import (

@@ -17,6 +17,6 @@
 // shape: lock, decide, unlock, apply effects. What fits where is decided by package placement;
 // the debug views are status.go (/debug/gangs) and nodes.go (/debug/nodes).
 //
-// It must not know HTTP or the extender's wire format (package extender does), nor keep anything
-// it is handed beyond what it copies into its own records.
+// It must not know HTTP or the extender's wire format (package extender does), nor change what it
+// is handed: it records what it needs in its own types, and may keep any string it is given.
 package gang

@@ -21,36 +21,39 @@ type NodeState struct {
 type Holders func(node string) string
 
 // WhyNot says why req does not fit on a node, in the words the scheduler shows for the node; ""
-// when it fits. The checks run in order, each with its own reason, and the first to fail speaks.
+// when it fits. The checks run in order, each paired with the words of its reason, and the first
+// to fail speaks.
 //
 // Filter asks this of every offered node, thousands per call, and nearly all fit: the node comes
-// by pointer, and each check words its reason in a call of its own only when it fails, so the
-// passing path is a few comparisons.
+// by pointer, the checks are small enough for the compiler to inline, and a reason is worded, in
+// a call of its own, only when a check fails.
 func WhyNot(req Resources, node string, n *NodeState, holders Holders) string {
-	if reason := unseen(n); reason != "" {
-		return reason
+	if !seen(n) {
+		return notSeen
 	}
-	if reason := shortBesideBound(req, n); reason != "" {
-		return reason
-	}
-	return shortOutsideReservations(req, node, n, holders)
-}
-
-// unseen refuses a node lockstep cannot account for: passing it would offer capacity that pods
-// lockstep has not counted may hold.
-func unseen(n *NodeState) string {
-	if !n.Seen {
-		return "lockstep has not seen this node yet"
-	}
-	return ""
-}
-
-// shortBesideBound checks req against what bound pods leave.
-func shortBesideBound(req Resources, n *NodeState) string {
-	if fits, short := req.FitsIn(n.Free); !fits {
+	if short := shortBesideBound(req, n); short != "" {
 		return insufficient(req, n, short)
 	}
+	// Nothing held leaves nothing more to check: the usual case, spared the arithmetic.
+	if !n.Held.IsZero() {
+		if short := shortOutsideReservations(req, n); short != "" {
+			return reservedForOthers(req, node, n, holders, short)
+		}
+	}
 	return ""
+}
+
+// seen refuses a node lockstep cannot account for: passing it would offer capacity that pods
+// lockstep has not counted may hold.
+func seen(n *NodeState) bool { return n.Seen }
+
+const notSeen = "lockstep has not seen this node yet"
+
+// shortBesideBound checks req against what bound pods leave, returning the resource short, ""
+// when req fits.
+func shortBesideBound(req Resources, n *NodeState) corev1.ResourceName {
+	_, short := req.FitsIn(n.Free)
+	return short
 }
 
 func insufficient(req Resources, n *NodeState, short corev1.ResourceName) string {
@@ -58,17 +61,13 @@ func insufficient(req Resources, n *NodeState, short corev1.ResourceName) string
 }
 
 // shortOutsideReservations checks req against what bound pods and other gangs' reservations
-// leave, naming the gangs: the usual reason a node that looks free is refused.
-func shortOutsideReservations(req Resources, node string, n *NodeState, holders Holders) string {
-	if n.Held.IsZero() {
-		return ""
-	}
-	if fits, short := req.FitsIn(n.Free.Sub(n.Held)); !fits {
-		return reservedForOthers(req, node, n, holders, short)
-	}
-	return ""
+// leave: the usual reason a node that looks free is refused.
+func shortOutsideReservations(req Resources, n *NodeState) corev1.ResourceName {
+	_, short := req.FitsIn(n.Free.Sub(n.Held))
+	return short
 }
 
+// reservedForOthers words a shortOutsideReservations failure, naming the gangs holding the node.
 func reservedForOthers(req Resources, node string, n *NodeState, holders Holders, short corev1.ResourceName) string {
 	left := n.Free.Sub(n.Held)
 	return fmt.Sprintf("%s reserved for gang %s: needs %s, %s free outside reservations",
