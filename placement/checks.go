@@ -43,8 +43,8 @@ func WhyNot(req Resources, node string, n *NodeState, holders Holders) string {
 	return ""
 }
 
-// seen refuses a node lockstep cannot account for: passing it would offer capacity that pods
-// lockstep has not counted may hold.
+// seen is false for a node lockstep cannot account for, which it refuses: passing it would offer
+// capacity that pods lockstep has not counted may hold.
 func seen(n *NodeState) bool { return n.Seen }
 
 const notSeen = "lockstep has not seen this node yet"
