@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/dialect"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -408,7 +410,7 @@ func TestConcurrentRequests(t *testing.T) {
 		}
 		return nil, errors.New("not found")
 	}
-	m := gang.NewManager(gang.Config{BindWait: 50 * time.Millisecond, ExpiryCheckInterval: 20 * time.Millisecond}, binder, getPod, nil, nil)
+	m := gang.NewManager(gang.Config{BindWait: 50 * time.Millisecond, ExpiryCheckInterval: 20 * time.Millisecond, Reader: dialect.Pods{}}, binder, getPod, nil, nil)
 	t.Cleanup(m.Stop)
 	nodes := builders.GPUNodes("n", 10, 8)
 	for _, n := range nodes {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
@@ -29,7 +30,7 @@ type admission struct {
 
 // admit decides for a member whose gang has no quorum yet, through the gang's live reservation
 // res, or by planning a new one when there is none.
-func (m *Manager) admit(p *podInfo, g *gangInfo, spec *Spec, res *reservation, offered []string) admission {
+func (m *Manager) admit(p *podInfo, g *gangInfo, spec *gangspec.Spec, res *reservation, offered []string) admission {
 	if res != nil {
 		return m.admitToReservation(p, g, res, offered)
 	}
@@ -59,31 +60,42 @@ func (m *Manager) admit(p *podInfo, g *gangInfo, spec *Spec, res *reservation, o
 }
 
 // quorumMembers are the members a new reservation is for: the one at filter first, then the
-// oldest others that can come to claim a place, as many as quorum still needs. Too few gives the
-// reason the gang waits instead.
-func quorumMembers(p *podInfo, g *gangInfo, spec *Spec) (members []*podInfo, wait string) {
-	bound := g.boundCount()
-	need := spec.MinAvailable - bound
+// oldest others that can come to claim a place, as many as the quorum still needs (first those
+// of tasks short of their minimum, then any). Too few gives the reason the gang waits instead.
+func quorumMembers(p *podInfo, g *gangInfo, spec *gangspec.Spec) (members []*podInfo, wait string) {
+	t := g.counted(spec)
+	t.add(p)
 	members = []*podInfo{p}
+	var candidates []*podInfo
 	gated := 0
 	for _, q := range g.sortedMembers() {
-		if len(members) == need {
-			break
-		}
 		switch {
 		case q == p || q.spec == nil || q.holds() || q.terminal:
-		case disagreement(q.key(), *q.spec, *spec, p.key()) != nil:
+		case gangspec.Disagreement(q.key(), q.spec, spec, p.key()) != nil:
 			// Rejected at its own filter: it never comes to claim a place held for it.
 		case q.gated:
 			gated++
 		default:
+			candidates = append(candidates, q)
+		}
+	}
+	taken := make([]bool, len(candidates))
+	for i, q := range candidates {
+		if t.short(q, spec) {
+			t.add(q)
+			members, taken[i] = append(members, q), true
+		}
+	}
+	for i, q := range candidates {
+		if !taken[i] && t.total < spec.MinAvailable {
+			t.add(q)
 			members = append(members, q)
 		}
 	}
-	if len(members) >= need {
+	if t.meets(spec) {
 		return members, ""
 	}
-	wait = fmt.Sprintf("gang %s: waiting for members: %d of min-available %d exist", g.key, bound+len(members)+gated, spec.MinAvailable)
+	wait = fmt.Sprintf("gang %s: waiting for members: %d of min-available %d exist%s", g.key, t.total+gated, spec.MinAvailable, t.tasksLacking(spec))
 	if gated > 0 {
 		wait += fmt.Sprintf(", %d of them held by scheduling gates", gated)
 	}
@@ -92,7 +104,7 @@ func quorumMembers(p *podInfo, g *gangInfo, spec *Spec) (members []*podInfo, wai
 
 // newReservation is a reservation of members[i] on nodes[i]; the first member, the one at filter,
 // holds its slot already.
-func (m *Manager) newReservation(g *gangInfo, spec *Spec, members []*podInfo, nodes []string) *reservation {
+func (m *Manager) newReservation(g *gangInfo, spec *gangspec.Spec, members []*podInfo, nodes []string) *reservation {
 	now := m.now()
 	res := &reservation{gang: g.key, created: now, expires: now.Add(m.waitingTime(spec)), done: make(chan struct{})}
 	for i, q := range members {

@@ -66,7 +66,12 @@ func (m *Manager) decideBindLocked(p *podInfo, node string) bindDecision {
 		return bindDecision{err: fmt.Errorf("pod %s is already bound to node %s", p.key(), p.node)}
 	}
 	g := m.ledger.gangOf(p)
-	if p.spec == nil || g == nil || g.boundCount() >= p.spec.MinAvailable {
+	switch {
+	case g == nil:
+		return bindDecision{pod: p}
+	case p.spec == nil:
+		return bindDecision{err: fmt.Errorf("gang %s: pod %s cannot bind before its gang's rules are known: %v", g.key, p.key(), p.specErr)}
+	case g.satisfied(p.spec):
 		return bindDecision{pod: p}
 	}
 	res := m.book.live(g.key)
@@ -83,12 +88,11 @@ func (m *Manager) decideBindLocked(p *podInfo, node string) bindDecision {
 	if s.state == slotReserved {
 		s.state = slotWaiting
 	}
-	ready := res.countState(slotWaiting) + g.boundCount()
-	if res.state == reserving && ready >= p.spec.MinAvailable {
-		m.startCommitLocked(g, res)
+	if ready := g.ready(p.spec, res); res.state == reserving && ready.meets(p.spec) {
+		m.quorumReadyLocked(g, res, p.spec)
 	} else if res.state == reserving {
-		g.lastReason = fmt.Sprintf("gang %s: %d of %d members ready to bind; binds held until quorum or %s",
-			g.key, ready, p.spec.MinAvailable, res.expires.UTC().Format("15:04:05"))
+		g.lastReason = fmt.Sprintf("gang %s: %d of %d members ready to bind%s; binds held until quorum or %s",
+			g.key, ready.total, p.spec.MinAvailable, ready.tasksLacking(p.spec), res.expires.UTC().Format("15:04:05"))
 	}
 	return bindDecision{held: &heldBind{pod: p, gang: g, res: res, slot: s, node: node}}
 }
@@ -132,8 +136,14 @@ func (m *Manager) stillHeld(h *heldBind) error {
 	if h.res.state == committing {
 		return fmt.Errorf("gang %s: quorum reached, bindings still being written after %s; the scheduler's retry finds pod %s bound", h.gang.key, m.cfg.BindWait, h.pod.key())
 	}
-	return fmt.Errorf("gang %s: %w: %d of %d members ready to bind after %s; pod %s keeps its reservation on %s and lockstep binds it when the quorum arrives",
-		h.gang.key, ErrAwaitingQuorum, h.res.countState(slotWaiting)+h.gang.boundCount(), h.pod.spec.MinAvailable, m.cfg.BindWait, h.pod.key(), h.node)
+	spec := h.pod.spec
+	ready := h.gang.ready(spec, h.res)
+	status := fmt.Sprintf("%d of %d members ready to bind%s after %s", ready.total, spec.MinAvailable, ready.tasksLacking(spec), m.cfg.BindWait)
+	if ready.meets(spec) {
+		status = "its quorum is ready, its gang group's is not: " + h.gang.bundleWait
+	}
+	return fmt.Errorf("gang %s: %w: %s; pod %s keeps its reservation on %s and lockstep binds it when the quorum arrives",
+		h.gang.key, ErrAwaitingQuorum, status, h.pod.key(), h.node)
 }
 
 // heldOutcome is the answer to a held bind once its reservation was released.

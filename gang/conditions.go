@@ -44,18 +44,22 @@ func (m *Manager) capacityFreedLocked(freedBy string, fx *effects) {
 		if key == freedBy || m.book.live(key) != nil {
 			continue
 		}
-		spec, _ := g.reference()
-		if spec == nil || g.boundCount() >= spec.MinAvailable {
-			continue
-		}
-		for _, p := range g.sortedMembers() {
-			if !p.holds() && !p.terminal && !p.gated && p.spec != nil {
-				fx.condition(conditionWrite{p.namespace, p.name, corev1.PodCondition{
-					Type: wellknown.ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: wellknown.ConditionReasonCapacityFreed,
-					Message: "capacity held by gang " + freedBy + " was released; gang " + key + " is being planned again",
-				}})
-				break
-			}
+		m.wakeLocked(g, wellknown.ConditionReasonCapacityFreed, "capacity held by gang "+freedBy+" was released; gang "+key+" is being planned again", fx)
+	}
+}
+
+// wakeLocked writes the condition on one waiting member of a gang that has no quorum yet.
+func (m *Manager) wakeLocked(g *gangInfo, reason, message string, fx *effects) {
+	spec, _ := g.reference()
+	if spec == nil || g.satisfied(spec) {
+		return
+	}
+	for _, p := range g.sortedMembers() {
+		if !p.holds() && !p.terminal && !p.gated && p.spec != nil {
+			fx.condition(conditionWrite{p.namespace, p.name, corev1.PodCondition{
+				Type: wellknown.ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: message,
+			}})
+			return
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package gang
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -11,6 +13,15 @@ import (
 type effects struct {
 	events     []event
 	conditions []conditionWrite
+	// gangs changed, for Config.OnGangChange.
+	gangs []string
+}
+
+// touched notes that a gang changed.
+func (fx *effects) touched(gang string) {
+	if gang != "" && !slices.Contains(fx.gangs, gang) {
+		fx.gangs = append(fx.gangs, gang)
+	}
 }
 
 type event struct {
@@ -42,4 +53,9 @@ func (m *Manager) apply(fx *effects) {
 		m.recorder.Event(e.ref, e.eventType, e.reason, e.message)
 	}
 	m.conditions.enqueue(fx.conditions)
+	if m.cfg.OnGangChange != nil {
+		for _, g := range fx.gangs {
+			m.cfg.OnGangChange(g)
+		}
+	}
 }

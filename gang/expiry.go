@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -82,7 +83,7 @@ func (m *Manager) catchUpExpiryLocked(g *gangInfo, fx *effects) {
 // back on its next retry, every time, and starve the gangs waiting behind it. It lasts one waiting
 // time, long enough for every waiting pod to be retried (the scheduler's backoff is at most 10s by
 // default).
-func (m *Manager) coolDown(g *gangInfo, spec *Spec) time.Duration {
+func (m *Manager) coolDown(g *gangInfo, spec *gangspec.Spec) time.Duration {
 	if !g.timedOut {
 		return 0
 	}

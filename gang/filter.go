@@ -1,8 +1,11 @@
 package gang
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
@@ -34,30 +37,40 @@ func (r FilterResult) Passing(offered []string) []string {
 // only the one node its gang's reservation holds for it; when its gang has no reservation yet,
 // lockstep first checks that min-available members fit at once and reserves all of them.
 func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
-	spec, specErr := ParseSpec(pod)
-	if spec == nil && specErr == nil {
+	if !m.isMember(pod) {
 		m.mu.RLock()
 		defer m.mu.RUnlock()
 		return m.filterFree(placement.PodRequests(pod), "", nodes)
 	}
 	var fx effects
 	m.mu.Lock()
-	result := m.filterMemberLocked(pod, spec, specErr, nodes, &fx)
+	result := m.filterMemberLocked(pod, nodes, &fx)
 	m.mu.Unlock()
 	m.apply(&fx)
 	return result
 }
 
-// filterMemberLocked decides for a gang member: rejected, free to use free capacity (its gang has
-// quorum), or admitted through its gang's reservation.
-func (m *Manager) filterMemberLocked(pod *corev1.Pod, spec *Spec, specErr error, nodes []string, fx *effects) FilterResult {
+// isMember reports whether a pod's markers name a gang, valid or not.
+func (m *Manager) isMember(pod *corev1.Pod) bool {
+	return m.cfg.Reader != nil && m.cfg.Reader.Read(pod.Namespace, pod.Name, pod.Labels, pod.Annotations).Gang != ""
+}
+
+// filterMemberLocked decides for a gang member: rejected, waiting for its group object, free to
+// use free capacity (its gang has quorum), or admitted through its gang's reservation.
+func (m *Manager) filterMemberLocked(pod *corev1.Pod, nodes []string, fx *effects) FilterResult {
 	p := m.ledger.upsertPod(pod)
 	g := m.ledger.gangOf(p)
-	if err := memberError(p, g, specErr); err != nil {
+	fx.touched(g.key)
+	if err := memberError(p, g); err != nil {
 		fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonGangRejected, err.Error())
 		return failAll(nodes, err.Error())
 	}
-	if g.boundCount() >= spec.MinAvailable {
+	if p.spec == nil {
+		a := admission{wait: fmt.Sprintf("gang %s: waiting for %s to exist; its members schedule only together, once it does", g.key, p.awaiting)}
+		m.applyAdmission(p, g, nil, a, fx)
+		return a.answer(g.key, nodes)
+	}
+	if g.satisfied(p.spec) {
 		// Quorum is met: the rest of the gang schedules like ordinary pods.
 		return m.filterFree(p.requests, g.key, nodes)
 	}
@@ -65,19 +78,19 @@ func (m *Manager) filterMemberLocked(pod *corev1.Pod, spec *Spec, specErr error,
 	if res == nil {
 		m.catchUpExpiryLocked(g, fx)
 	}
-	a := m.admit(p, g, spec, res, nodes)
+	a := m.admit(p, g, p.spec, res, nodes)
 	m.applyAdmission(p, g, res, a, fx)
 	return a.answer(g.key, nodes)
 }
 
-// memberError is why a member is refused whatever the capacity: its annotations do not parse, or
-// they disagree with its gang's.
-func memberError(p *podInfo, g *gangInfo, specErr error) error {
-	if specErr != nil {
-		return specErr
+// memberError is why a member is refused whatever the capacity: its markers or its group object
+// are unusable, or its rules disagree with its gang's.
+func memberError(p *podInfo, g *gangInfo) error {
+	if p.specErr != nil {
+		return p.specErr
 	}
-	if ref, refPod := g.reference(); refPod != p {
-		return disagreement(p.key(), *p.spec, *ref, refPod.key())
+	if ref, refPod := g.reference(); p.spec != nil && refPod != p {
+		return gangspec.Disagreement(p.key(), p.spec, ref, refPod.key())
 	}
 	return nil
 }

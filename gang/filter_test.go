@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/lockstep-sched/lockstep/dialect"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
@@ -307,7 +308,7 @@ func TestAfterQuorumMembersScheduleLikeOrdinaryPods(t *testing.T) {
 	require.Len(t, e.binder.Bindings(), 2)
 }
 
-// Members must agree on the gang's annotations; the odd one is rejected by name.
+// Members must agree on the gang's rules; the odd one is rejected by name.
 func TestMembersDisagreeOnMinAvailable(t *testing.T) {
 	e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
 	pods := members("default", "mpi", "w", 2, 2, 1)
@@ -318,7 +319,7 @@ func TestMembersDisagreeOnMinAvailable(t *testing.T) {
 	r := e.filter(odd)
 	require.Empty(t, r.Feasible)
 	reason := r.Failed["n-0"]
-	for _, part := range []string{"pod default/w-odd", wellknown.AnnotationGangMinAvailable, `"3"`, `"2"`, "default/w-0"} {
+	for _, part := range []string{"pod default/w-odd", `min-available="3"`, `"2"`, "default/w-0"} {
 		require.Contains(t, reason, part)
 	}
 	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangRejected, "pod default/w-odd")
@@ -338,14 +339,14 @@ func TestMembersDisagreeOnMinAvailable(t *testing.T) {
 	require.Equal(t, PhaseReserving, e.status("default", "mpi").Phase)
 }
 
-// An invalid annotation is refused at filter with the parser's message, and an event.
+// An invalid annotation is refused at filter with the dialect reader's message, and an event.
 func TestFilterInvalidAnnotation(t *testing.T) {
 	e := newEnv(t, testConfig(), gpuNodes("n", 1, 2)...)
 	p := builders.Pod("default", "bad").GPU(1).GangName("mpi").MinAvailable("abc").Obj()
 	r := e.filter(p)
 	require.Empty(t, r.Feasible)
-	_, err := ParseSpec(p)
-	require.Equal(t, err.Error(), r.Failed["n-0"])
+	ms := dialect.Pods{}.Read(p.Namespace, p.Name, p.Labels, p.Annotations)
+	require.Equal(t, ms.Err.Error(), r.Failed["n-0"])
 	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangRejected, "pod default/bad")
 	st := e.status("default", "mpi")
 	require.Equal(t, "Rejected", st.Members[0].State)

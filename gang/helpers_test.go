@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/dialect"
+
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +31,7 @@ func testConfig() Config {
 		BindWait:            200 * time.Millisecond,
 		CommitTimeout:       5 * time.Second,
 		ExpiryCheckInterval: 20 * time.Millisecond,
+		Reader:              dialect.Pods{},
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // answering before it could offer GPUs that pods not yet processed already hold.
 func (m *Manager) Watch(factory informers.SharedInformerFactory) (synced func() bool, err error) {
 	pods := factory.Core().V1().Pods().Informer()
-	if err := pods.SetTransform(toPodRecord); err != nil {
+	if err := pods.SetTransform(m.toPodRecord); err != nil {
 		return nil, err
 	}
 	podHandler, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -56,8 +56,11 @@ func (m *Manager) upsertRecord(obj any) {
 		return
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ledger.upsertInfo(rec.info)
+	p := m.ledger.upsertInfo(rec.info)
+	m.mu.Unlock()
+	if p.gangName != "" && m.cfg.OnGangChange != nil {
+		m.cfg.OnGangChange(gangKeyOf(p))
+	}
 }
 
 func unwrapTombstone(obj any) any {
@@ -77,14 +80,14 @@ type podRecord struct {
 	info *podInfo
 }
 
-func toPodRecord(obj any) (any, error) {
+func (m *Manager) toPodRecord(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
 	return &podRecord{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
-		info:       newPodInfo(p),
+		info:       newPodInfo(p, m.cfg.Reader),
 	}, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/dialect"
+
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -32,10 +34,14 @@ func TestPodRecordKeepsWhatLockstepReads(t *testing.T) {
 	full.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
 	full.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue"}}
 
-	obj, err := toPodRecord(full)
+	m := NewManager(testConfig(), nil, nil, nil, nil)
+	defer m.Stop()
+	obj, err := m.toPodRecord(full)
 	require.NoError(t, err)
 	rec := obj.(*podRecord)
-	require.Equal(t, newPodInfo(full), rec.info)
+	require.Equal(t, newPodInfo(full, dialect.Pods{}), rec.info)
+	require.Equal(t, "mpi", rec.info.gangName)
+	require.Equal(t, 4, rec.info.inline.MinAvailable)
 	require.Equal(t, full.UID, rec.UID)
 	require.Equal(t, []int{0, 1}, rec.info.gpuIDs)
 	require.True(t, rec.info.gated)

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/placement"
 )
@@ -17,10 +18,19 @@ type ledger struct {
 	pods  map[types.UID]*podInfo
 	nodes map[string]*nodeInfo
 	gangs map[string]*gangInfo
+	// groups are the rules group objects hold, by the key pods' markers name them with.
+	groups map[string]groupRules
+	read   gangspec.Reader
 }
 
-func newLedger() *ledger {
-	return &ledger{pods: map[types.UID]*podInfo{}, nodes: map[string]*nodeInfo{}, gangs: map[string]*gangInfo{}}
+type groupRules struct {
+	spec *gangspec.Spec
+	err  error
+}
+
+func newLedger(read gangspec.Reader) *ledger {
+	return &ledger{pods: map[types.UID]*podInfo{}, nodes: map[string]*nodeInfo{}, gangs: map[string]*gangInfo{},
+		groups: map[string]groupRules{}, read: read}
 }
 
 func (l *ledger) node(name string) *nodeInfo {
@@ -67,7 +77,7 @@ func (l *ledger) deleteNode(name string) {
 // upsertPod records a pod's latest version and moves its capacity between nodes when it was bound
 // or finished. It keeps lastEvent, which is lockstep's own, across updates.
 func (l *ledger) upsertPod(pod *corev1.Pod) *podInfo {
-	return l.upsertInfo(newPodInfo(pod))
+	return l.upsertInfo(newPodInfo(pod, l.read))
 }
 
 // upsertInfo is upsertPod for a pod already summarised (the informer's records).
@@ -87,6 +97,7 @@ func (l *ledger) upsertInfo(next *podInfo) *podInfo {
 		l.leaveGang(prev)
 	}
 	l.pods[next.uid] = next
+	l.resolve(next)
 	l.take(next)
 	l.joinGang(next)
 	return next
@@ -109,6 +120,45 @@ func (l *ledger) markBound(p *podInfo, node string, gpuIDs []int) {
 	l.release(p)
 	p.node, p.gpuIDs = node, gpuIDs
 	l.take(p)
+	if g := l.gangOf(p); g != nil {
+		g.noteBound()
+	}
+}
+
+// resolve sets the rules that apply to a pod: its own, or those of the group object its markers
+// name, which may not exist yet.
+func (l *ledger) resolve(p *podInfo) {
+	p.spec, p.specErr, p.awaiting = p.inline, p.markerErr, ""
+	if p.group == "" || p.markerErr != nil {
+		return
+	}
+	r, ok := l.groups[p.group]
+	if !ok {
+		p.awaiting = p.group
+		return
+	}
+	p.spec, p.specErr = r.spec, r.err
+}
+
+// setGroup records a group object's rules (or, with ok false, that it is gone) and applies them
+// to the members of gang that name it. It returns the gang, nil when it has no members.
+func (l *ledger) setGroup(key, gang string, r groupRules, ok bool) *gangInfo {
+	if ok {
+		l.groups[key] = r
+	} else {
+		delete(l.groups, key)
+	}
+	g := l.gangs[gang]
+	if g == nil {
+		return nil
+	}
+	for _, p := range g.members {
+		if p.group == key {
+			l.resolve(p)
+		}
+	}
+	g.noteBound()
+	return g
 }
 
 func (l *ledger) take(p *podInfo) {
@@ -128,7 +178,7 @@ func (l *ledger) release(p *podInfo) {
 	}
 }
 
-// gangKeyOf is the gang a pod names, even when its other annotations are invalid, so that
+// gangKeyOf is the gang a pod names, even when its other markers are invalid, so that
 // /debug/gangs lists the rejected member beside its gang mates.
 func gangKeyOf(p *podInfo) string {
 	if p.gangName == "" {
@@ -148,6 +198,9 @@ func (l *ledger) joinGang(p *podInfo) {
 		l.gangs[key] = g
 	}
 	g.members[p.uid] = p
+	if p.holds() {
+		g.noteBound()
+	}
 }
 
 func (l *ledger) leaveGang(p *podInfo) {

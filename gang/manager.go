@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // Binder writes a pod's binding to the apiserver. gpuIDs, when not empty, are the GPU indices
@@ -34,6 +37,13 @@ type Config struct {
 	CommitTimeout time.Duration
 	// ExpiryCheckInterval is how often expired reservations are swept to mark their gangs TimedOut.
 	ExpiryCheckInterval time.Duration
+	// Reader tells gang members from ordinary pods and reads their rules (package dialect); nil
+	// makes every pod ordinary.
+	Reader gangspec.Reader
+	// OnGangChange, when set, is called with a gang's key after lockstep's view of the gang
+	// changed (members, rules, reservation, commit), outside the manager's lock; it must not
+	// block. Package podgroup uses it to keep group objects' status current.
+	OnGangChange func(gang string)
 }
 
 const (
@@ -97,7 +107,7 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 		conditions: newConditionQueue(metrics),
 		now:        time.Now,
 		stop:       make(chan struct{}),
-		ledger:     newLedger(),
+		ledger:     newLedger(cfg.Reader),
 	}
 	m.book = newReservationBook(m.onExpired)
 	go m.sweepExpired()
@@ -178,8 +188,43 @@ func (m *Manager) deletePodLocked(uid types.UID, fx *effects) {
 	}
 }
 
+// GroupRules is what a group object (a PodGroup) says about its gang, as package dialect read it.
+type GroupRules struct {
+	// Key is the name pods' markers give the object (gangspec.Membership.Group).
+	Key string
+	// Namespace and Name are the gang's.
+	Namespace, Name string
+	// Spec is the gang's rules; Err, when set, is why the object is unusable: its members are
+	// refused with it.
+	Spec *gangspec.Spec
+	Err  error
+}
+
+// SetGroup records a group object's rules for the members that name it. Members waiting for the
+// object to exist are woken so that the scheduler tries them again now.
+func (m *Manager) SetGroup(r GroupRules) {
+	m.updateGroup(r, true)
+}
+
+// DeleteGroup forgets a group object; its members wait for it again.
+func (m *Manager) DeleteGroup(key, namespace, name string) {
+	m.updateGroup(GroupRules{Key: key, Namespace: namespace, Name: name}, false)
+}
+
+func (m *Manager) updateGroup(r GroupRules, exists bool) {
+	var fx effects
+	m.mu.Lock()
+	gangKey := r.Namespace + "/" + r.Name
+	if g := m.ledger.setGroup(r.Key, gangKey, groupRules{r.Spec, r.Err}, exists); g != nil && exists {
+		m.wakeLocked(g, wellknown.ConditionReasonRulesChanged, r.Key+" was created or changed; gang "+gangKey+" is being planned again", &fx)
+	}
+	m.mu.Unlock()
+	fx.touched(gangKey)
+	m.apply(&fx)
+}
+
 // waitingTime is how long a gang's reservation lives.
-func (m *Manager) waitingTime(spec *Spec) time.Duration {
+func (m *Manager) waitingTime(spec *gangspec.Spec) time.Duration {
 	if spec.WaitingTime > 0 {
 		return spec.WaitingTime
 	}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/wellknown"
@@ -24,10 +25,20 @@ type podInfo struct {
 	terminal  bool   // Succeeded or Failed: holds nothing on its node any more
 	// gated: the pod has scheduling gates (Kueue and others hold pods back this way); it cannot
 	// reach the scheduler, so lockstep does not reserve capacity for it.
-	gated    bool
-	gangName string // the gang name annotation, "" for an ordinary pod
-	spec     *Spec  // nil for an ordinary pod or one whose annotations are invalid
+	gated bool
+	// gangName, task and group are what the pod's markers say (gangspec.Membership): its gang,
+	// "" for an ordinary pod; its task inside the gang; the group object holding its gang's rules.
+	gangName string
+	task     string
+	group    string
+	// inline are the rules the pod carries itself; markerErr is why its markers are unusable.
+	inline    *gangspec.Spec
+	markerErr error
+	// spec and specErr are the rules that apply, resolved by the ledger from inline or from the
+	// group object; both are nil while the group object does not exist (awaiting says which).
+	spec     *gangspec.Spec
 	specErr  error
+	awaiting string
 	// condition is the message of the pod's PodScheduled=False condition, written by the scheduler;
 	// it explains waiting gangs whose members never reached lockstep's filter.
 	condition string
@@ -84,11 +95,15 @@ type gangInfo struct {
 	reservation *reservation
 	// lastCommit is the gang's latest commit, running or done; nil before its first.
 	lastCommit *commitRecord
+	// satisfiedOnce: the gang has had its quorum bound, for the once-satisfied match policy.
+	satisfiedOnce bool
+	// bundleWait says which gangs of its gang group this gang's ready quorum waits for.
+	bundleWait string
 }
 
 // reference is the spec every member must agree with: the one of the oldest member whose
 // annotations parse. Choosing the oldest keeps the answer stable while members come and go.
-func (g *gangInfo) reference() (*Spec, *podInfo) {
+func (g *gangInfo) reference() (*gangspec.Spec, *podInfo) {
 	var ref *podInfo
 	for _, p := range g.members {
 		if p.spec == nil {
@@ -133,8 +148,9 @@ func (g *gangInfo) sortedMembers() []*podInfo {
 }
 
 // newPodInfo extracts what lockstep needs from a pod, so the rest of the package never holds on
-// to full pod objects (the informer's store already does).
-func newPodInfo(pod *corev1.Pod) *podInfo {
+// to full pod objects (the informer's store already does). read tells gang members apart; the
+// ledger resolves their rules as the pod joins it.
+func newPodInfo(pod *corev1.Pod, read gangspec.Reader) *podInfo {
 	p := &podInfo{
 		uid:       pod.UID,
 		namespace: pod.Namespace,
@@ -145,12 +161,15 @@ func newPodInfo(pod *corev1.Pod) *podInfo {
 		terminal:  pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
 		gated:     len(pod.Spec.SchedulingGates) > 0,
 	}
-	p.gangName = pod.Annotations[wellknown.AnnotationGangName]
+	if read != nil {
+		ms := read.Read(pod.Namespace, pod.Name, pod.Labels, pod.Annotations)
+		p.gangName, p.task, p.group, p.inline, p.markerErr = ms.Gang, ms.Task, ms.Group, ms.Spec, ms.Err
+		p.spec, p.specErr = p.inline, p.markerErr
+	}
 	if raw, ok := pod.Annotations[wellknown.AnnotationGPUIDs]; ok && p.requests.GPU > 0 {
 		// A malformed list counts as unknown indices: the GPUs still count as taken.
 		p.gpuIDs, _ = ParseGPUIDs(raw, p.requests.GPU)
 	}
-	p.spec, p.specErr = ParseSpec(pod)
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
 			p.condition = c.Message

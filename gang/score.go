@@ -25,7 +25,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 
 	p, known := m.ledger.pods[pod.UID]
 	if !known {
-		p = newPodInfo(pod)
+		p = newPodInfo(pod, m.cfg.Reader)
 	}
 	g := m.ledger.gangOf(p)
 	if node := m.reservedNode(g, p); node != "" {

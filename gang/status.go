@@ -1,8 +1,12 @@
 package gang
 
 import (
+	"fmt"
 	"sort"
 	"time"
+
+	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/placement"
 )
 
 // Phase is where a gang stands, as /debug/gangs and the lockstep_gangs metric show it.
@@ -23,10 +27,18 @@ const (
 
 // GangStatus is one gang as /debug/gangs shows it.
 type GangStatus struct {
-	Namespace          string     `json:"namespace"`
-	Name               string     `json:"name"`
-	MinAvailable       int        `json:"minAvailable"`
-	TotalNumber        int        `json:"totalNumber,omitempty"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Source says where the gang's rules were read: which dialect, which object.
+	Source       string `json:"source,omitempty"`
+	MinAvailable int    `json:"minAvailable"`
+	TotalNumber  int    `json:"totalNumber,omitempty"`
+	// TaskQuorums are per-task minimums inside the gang, "ps=1,worker=4".
+	TaskQuorums string `json:"taskQuorums,omitempty"`
+	// Group lists the gangs that bind only together with this one (Koordinator's gang group).
+	Group              []string   `json:"group,omitempty"`
+	MatchPolicy        string     `json:"matchPolicy,omitempty"`
+	Mode               string     `json:"mode,omitempty"`
 	WaitingTime        string     `json:"waitingTime"`
 	Phase              Phase      `json:"phase"`
 	Bound              int        `json:"bound"`
@@ -92,11 +104,12 @@ func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
 	st := GangStatus{Namespace: g.namespace, Name: g.name, Bound: g.boundCount(), Reason: g.lastReason, Attempts: g.attempts}
 	spec, refPod := g.reference()
 	if spec != nil {
-		st.MinAvailable, st.TotalNumber = spec.MinAvailable, spec.TotalNumber
+		st.Source, st.MinAvailable, st.TotalNumber = spec.Source, spec.MinAvailable, spec.TotalNumber
+		st.TaskQuorums, st.Group, st.MatchPolicy, st.Mode = spec.TaskQuorums(), spec.Bundle, string(spec.Policy), spec.Mode
 		st.WaitingTime = m.waitingTime(spec).String()
 	}
 	res := m.book.live(g.key)
-	st.Phase = phaseOf(g, spec, st.Bound, res)
+	st.Phase = phaseOf(g, spec, res)
 	if res != nil && res.state == reserving {
 		expires := res.expires
 		st.ReservationExpires = &expires
@@ -119,9 +132,9 @@ func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
 	return st
 }
 
-func phaseOf(g *gangInfo, spec *Spec, bound int, res *reservation) Phase {
+func phaseOf(g *gangInfo, spec *gangspec.Spec, res *reservation) Phase {
 	switch {
-	case spec != nil && bound >= spec.MinAvailable:
+	case spec != nil && g.satisfied(spec):
 		return PhaseBound
 	case res != nil && res.state == committing:
 		return PhaseBinding
@@ -142,7 +155,7 @@ func (c *commitRecord) status() *CommitStatus {
 }
 
 // memberStatus is one member as /debug/gangs shows it; spec and refPod are its gang's.
-func memberStatus(p *podInfo, spec *Spec, refPod *podInfo, res *reservation) MemberStatus {
+func memberStatus(p *podInfo, spec *gangspec.Spec, refPod *podInfo, res *reservation) MemberStatus {
 	mb := MemberStatus{Pod: p.key(), Requests: p.requests.String(), State: "Pending"}
 	var s *slot
 	if res != nil {
@@ -155,8 +168,10 @@ func memberStatus(p *podInfo, spec *Spec, refPod *podInfo, res *reservation) Mem
 		mb.State, mb.Node, mb.GPUIDs = "Bound", p.node, p.gpuIDs
 	case p.specErr != nil:
 		mb.State, mb.Reason = "Rejected", p.specErr.Error()
-	case p != refPod && disagreement(p.key(), *p.spec, *spec, refPod.key()) != nil:
-		mb.State, mb.Reason = "Rejected", disagreement(p.key(), *p.spec, *spec, refPod.key()).Error()
+	case p.awaiting != "":
+		mb.Reason = "waiting for " + p.awaiting + " to exist"
+	case p != refPod && gangspec.Disagreement(p.key(), p.spec, spec, refPod.key()) != nil:
+		mb.State, mb.Reason = "Rejected", gangspec.Disagreement(p.key(), p.spec, spec, refPod.key()).Error()
 	case s != nil:
 		mb.State, mb.Node = s.state.String(), s.node
 		if s.holdsCapacity() && res.state == reserving {
@@ -168,4 +183,65 @@ func memberStatus(p *podInfo, spec *Spec, refPod *podInfo, res *reservation) Mem
 		mb.Reason = "scheduler: " + p.condition
 	}
 	return mb
+}
+
+// Standing is where one gang stands, in the few words a group object's status holds.
+type Standing struct {
+	Phase Phase
+	// Members are the gang's pods lockstep knows; Bound hold a node now.
+	Members, Bound int
+	// Reason is why the gang waits, when it does.
+	Reason string
+	// Since is when the oldest member was created.
+	Since time.Time
+	// QuorumRequests is what the gang's oldest MinAvailable unfinished members ask for in all.
+	QuorumRequests placement.Resources
+}
+
+// Standing reports where a gang stands; ok is false when lockstep knows no member of it.
+func (m *Manager) Standing(gang string) (st Standing, ok bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.ledger.gangs[gang]
+	if g == nil || len(g.members) == 0 {
+		return Standing{}, false
+	}
+	spec, _ := g.reference()
+	st = Standing{Phase: phaseOf(g, spec, m.book.live(gang)), Members: len(g.members), Bound: g.boundCount(), Reason: g.lastReason}
+	counted := 0
+	for _, p := range g.sortedMembers() {
+		if st.Since.IsZero() {
+			st.Since = p.created
+		}
+		if !p.terminal && (spec == nil || counted < spec.MinAvailable) {
+			st.QuorumRequests = st.QuorumRequests.Add(p.requests)
+			counted++
+		}
+	}
+	if st.Reason == "" {
+		st.Reason = m.gangStatusLocked(g).Reason
+	}
+	return st, true
+}
+
+// FitsInTotal reports whether req fits what the cluster's schedulable nodes have free, summed,
+// beside bound pods and reservations; why says what is short when it does not. It is the test
+// Volcano's enqueue makes before its job controller creates a job's pods (see package podgroup):
+// necessary, not sufficient, for the gang to fit, which filter then decides member by member.
+func (m *Manager) FitsInTotal(req placement.Resources) (fits bool, why string) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	held, _ := m.book.held("")
+	var free placement.Resources
+	for name, n := range m.ledger.nodes {
+		if n.known && !n.unschedulable {
+			left := n.free().Sub(held[name])
+			free = free.Add(placement.Resources{MilliCPU: max(left.MilliCPU, 0), Memory: max(left.Memory, 0), GPU: max(left.GPU, 0)})
+		}
+	}
+	req.Pods = 0
+	if ok, short := req.FitsIn(free); !ok {
+		return false, fmt.Sprintf("needs %s %s in all; the cluster has %s free", placement.Amount(short, req.Get(short)), short, placement.Amount(short, free.Get(short)))
+	}
+	return true, ""
 }

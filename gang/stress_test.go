@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/dialect"
+
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
@@ -153,6 +155,7 @@ func stressRound(t *testing.T, seed uint64, waitingTime string) {
 		BindWait:            100 * time.Millisecond,
 		CommitTimeout:       5 * time.Second,
 		ExpiryCheckInterval: 20 * time.Millisecond,
+		Reader:              dialect.Pods{},
 	}
 	e := newEnv(t, cfg, gpuNodes("n", nodeCount, nodeGPUs)...)
 	// Events are emitted under the manager's lock; keep the recorder's channel from filling up.

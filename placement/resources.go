@@ -34,6 +34,10 @@ func NodeAllocatable(node *corev1.Node) Resources {
 	return fromList(alloc, pods)
 }
 
+// ListResources is a resource list (a PodGroup's minResources, say) as lockstep counts it; it
+// takes no pod slot.
+func ListResources(list corev1.ResourceList) Resources { return fromList(list, 0) }
+
 func fromList(list corev1.ResourceList, pods int64) Resources {
 	r := Resources{Pods: pods}
 	if q, ok := list[corev1.ResourceCPU]; ok {

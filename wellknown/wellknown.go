@@ -14,13 +14,37 @@ const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
 // MaxScore is the top of the extender priority scale (extenderv1.MaxExtenderPriority).
 const MaxScore = 10
 
-// The Koordinator gang annotations on pods. lockstep reads the keys users already write for
-// Koordinator so that a job moves between the two schedulers without edits.
+// The Koordinator gang annotations, on pods or on a Koordinator PodGroup. lockstep reads the keys
+// users already write for Koordinator so that a job moves between the two schedulers without
+// edits (package dialect reads every ecosystem's keys below).
 const (
 	AnnotationGangName         = "gang.scheduling.koordinator.sh/name"
 	AnnotationGangMinAvailable = "gang.scheduling.koordinator.sh/min-available"
 	AnnotationGangWaitingTime  = "gang.scheduling.koordinator.sh/waiting-time"
 	AnnotationGangTotalNumber  = "gang.scheduling.koordinator.sh/total-number"
+	AnnotationGangMode         = "gang.scheduling.koordinator.sh/mode"
+	AnnotationGangGroups       = "gang.scheduling.koordinator.sh/groups"
+	AnnotationGangMatchPolicy  = "gang.scheduling.koordinator.sh/match-policy"
+)
+
+// The other gang dialects' pod markers.
+const (
+	// LabelKoordinatorPodGroup names a PodGroup of scheduling.sigs.k8s.io (Koordinator's).
+	LabelKoordinatorPodGroup = "pod-group.scheduling.sigs.k8s.io"
+	// LabelLightweightGangName and LabelLightweightMinAvailable are scheduler-plugins' old
+	// lightweight coscheduling labels, which Alibaba ACK's `arena submit --gang` writes and
+	// Koordinator still reads.
+	LabelLightweightGangName     = "pod-group.scheduling.sigs.k8s.io/name"
+	LabelLightweightMinAvailable = "pod-group.scheduling.sigs.k8s.io/min-available"
+	// LabelCoschedulingPodGroup names a PodGroup of scheduling.x-k8s.io (scheduler-plugins').
+	LabelCoschedulingPodGroup = "scheduling.x-k8s.io/pod-group"
+	// AnnotationGroupName names a Volcano or kube-batch PodGroup; both projects use this key.
+	AnnotationGroupName = "scheduling.k8s.io/group-name"
+	// AnnotationVolcanoTask names a Volcano member's task, for the PodGroup's minTaskMember.
+	AnnotationVolcanoTask = "volcano.sh/task-spec"
+	// LabelKueuePodGroup and AnnotationKueueTotalCount make a Kueue plain pod group.
+	LabelKueuePodGroup        = "kueue.x-k8s.io/pod-group-name"
+	AnnotationKueueTotalCount = "kueue.x-k8s.io/pod-group-total-count"
 )
 
 // lockstep's own annotations.
@@ -57,4 +81,6 @@ const ConditionGangScheduled corev1.PodConditionType = "lockstep.dev/GangSchedul
 const (
 	ConditionReasonCapacityFreed = "CapacityFreed"
 	ConditionReasonTimedOut      = "TimedOut"
+	// ConditionReasonRulesChanged: the group object holding the gang's rules appeared or changed.
+	ConditionReasonRulesChanged = "RulesChanged"
 )

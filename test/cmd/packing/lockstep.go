@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/dialect"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,7 +61,7 @@ func newLockstep(c *cluster) (*lockstepPolicy, error) {
 		}
 		return nil, fmt.Errorf("pod %s/%s not found", ns, name)
 	}
-	l.m = gang.NewManager(gang.Config{BindWait: 10 * time.Second, DefaultWaitingTime: time.Hour}, l.binder, getPod, nil, nil)
+	l.m = gang.NewManager(gang.Config{BindWait: 10 * time.Second, DefaultWaitingTime: time.Hour, Reader: dialect.Pods{}}, l.binder, getPod, nil, nil)
 	for _, n := range c.nodes {
 		obj := nodeObject(n.traceNode, n.topo)
 		// What lockstep will read back from the annotation must be the topology the metrics use.

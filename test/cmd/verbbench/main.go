@@ -36,6 +36,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/dialect"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -442,7 +444,7 @@ func writeLatencies(size int, verb string, lat []time.Duration) error {
 // inProcessHandler is lockstep's handler over a manager fed the same objects directly, plus
 // 100 pending pods for bind.
 func inProcessHandler(size int) (http.Handler, []string, func()) {
-	m := gang.NewManager(gang.Config{}, &schedsim.Binder{}, nil, nil, nil)
+	m := gang.NewManager(gang.Config{Reader: dialect.Pods{}}, &schedsim.Binder{}, nil, nil, nil)
 	names := nodeNames(size)
 	for i, name := range names {
 		m.UpsertNode(builders.Node(name).GPU(8).CPU(nodeCPU).Memory("256Gi").Pods(110).Obj())

@@ -1,0 +1,12 @@
+// Package dialect reads the ways users of other gang schedulers already write gangs, so that their
+// jobs schedule all-or-nothing under lockstep without an edit: Koordinator's annotations and
+// PodGroups, the lightweight labels Alibaba ACK's Arena writes, scheduler-plugins' coscheduling
+// PodGroups (Kubeflow's training-operator and MPI operator), Volcano's and kube-batch's PodGroups,
+// and Kueue's plain pod groups.
+//
+// It owns the translation only: pod markers to a gangspec.Membership (Pods), group objects to a
+// gangspec.Spec (ParseGroup), and which group-object APIs exist (APIs). It holds no state and
+// talks to no apiserver; package podgroup watches the objects and writes their status, and
+// package gang never learns which ecosystem a spec came from. docs/dialects.md is the reference
+// for users: every key, the precedence between dialects, and what each field does.
+package dialect

@@ -1,0 +1,228 @@
+package dialect
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+// API is one group-object API lockstep reads: a PodGroup kind of one project, at one version.
+type API struct {
+	// Dialect is the project whose users write these objects, as messages name it.
+	Dialect  string
+	Resource schema.GroupVersionResource
+	// Status says which status fields the project's own controllers write (package podgroup
+	// writes the same ones).
+	Status StatusStyle
+	// key is the name pods' markers give these objects (gangspec.Membership.Group).
+	key func(namespace, name string) string
+	// extra reads the fields beyond spec.minMember.
+	extra func(obj *unstructured.Unstructured, r fields, spec *gangspec.Spec) error
+}
+
+// StatusStyle is a family of PodGroup status layouts.
+type StatusStyle int
+
+const (
+	// StatusVolcano: phase Pending, Inqueue, Running and an Unschedulable condition (Volcano and
+	// kube-batch, which Volcano grew from).
+	StatusVolcano StatusStyle = iota
+	// StatusCoscheduling: phase Pending, Scheduling, Scheduled and counts (scheduler-plugins, and
+	// Koordinator, which kept scheduler-plugins' PodGroup).
+	StatusCoscheduling
+)
+
+var (
+	// Coscheduling is scheduler-plugins' PodGroup, named by label scheduling.x-k8s.io/pod-group.
+	Coscheduling = API{Dialect: "scheduler-plugins", Resource: podGroups("scheduling.x-k8s.io", "v1alpha1"),
+		Status: StatusCoscheduling, key: CoschedulingKey, extra: scheduleTimeout}
+	// Koordinator is Koordinator's PodGroup, named by label pod-group.scheduling.sigs.k8s.io.
+	Koordinator = API{Dialect: "Koordinator", Resource: podGroups("scheduling.sigs.k8s.io", "v1alpha1"),
+		Status: StatusCoscheduling, key: KoordinatorKey, extra: koordinatorGroup}
+	// Volcano is Volcano's PodGroup, named by annotation scheduling.k8s.io/group-name.
+	Volcano = API{Dialect: "Volcano", Resource: podGroups("scheduling.volcano.sh", "v1beta1"),
+		Status: StatusVolcano, key: GroupNameKey, extra: taskQuorums}
+	// KubeBatch and KubeBatchV1alpha2 are kube-batch's PodGroups, named by the same annotation.
+	KubeBatch = API{Dialect: "kube-batch", Resource: podGroups("scheduling.incubator.k8s.io", "v1alpha1"),
+		Status: StatusVolcano, key: GroupNameKey, extra: noExtra}
+	KubeBatchV1alpha2 = API{Dialect: "kube-batch", Resource: podGroups("scheduling.sigs.dev", "v1alpha2"),
+		Status: StatusVolcano, key: GroupNameKey, extra: noExtra}
+)
+
+// APIs are every group-object API lockstep reads, in the order of precedence used when one
+// name resolves to objects of several (see Choose).
+func APIs() []API { return []API{Coscheduling, Koordinator, Volcano, KubeBatch, KubeBatchV1alpha2} }
+
+func podGroups(group, version string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: group, Version: version, Resource: "podgroups"}
+}
+
+// CoschedulingKey, KoordinatorKey and GroupNameKey name a group object the way pods' markers
+// do. Volcano and kube-batch share one key because their pods share one annotation.
+func CoschedulingKey(namespace, name string) string {
+	return "scheduler-plugins PodGroup " + namespace + "/" + name
+}
+
+func KoordinatorKey(namespace, name string) string {
+	return "Koordinator PodGroup " + namespace + "/" + name
+}
+
+func GroupNameKey(namespace, name string) string {
+	return "Volcano or kube-batch PodGroup " + namespace + "/" + name
+}
+
+// Key is the name pods' markers give the object namespace/name of this API.
+func (a API) Key(namespace, name string) string { return a.key(namespace, name) }
+
+// Object names one object of this API for people: "Volcano PodGroup team-a/job-1".
+func (a API) Object(namespace, name string) string {
+	return a.Dialect + " PodGroup " + namespace + "/" + name
+}
+
+// Parse reads a group object's rules. Every refusal is a FieldError naming the object and the
+// field.
+func (a API) Parse(obj *unstructured.Unstructured) (*gangspec.Spec, error) {
+	object := a.Object(obj.GetNamespace(), obj.GetName())
+	r := fields{object: object, obj: obj.Object}
+	spec := &gangspec.Spec{Namespace: obj.GetNamespace(), Name: obj.GetName(),
+		Source: fmt.Sprintf("%s (%s/%s)", object, a.Resource.Group, a.Resource.Version)}
+	minMember, ok, err := r.int("spec", "minMember")
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, r.bad("spec.minMember", "", "missing: the group must say how many members must be placed together")
+	case minMember < 1:
+		return nil, r.bad("spec.minMember", fmt.Sprint(minMember), "must be at least 1")
+	}
+	spec.MinAvailable = int(minMember)
+	if err := a.extra(obj, r, spec); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+func noExtra(*unstructured.Unstructured, fields, *gangspec.Spec) error { return nil }
+
+// scheduleTimeout reads spec.scheduleTimeoutSeconds, scheduler-plugins' and Koordinator's
+// waiting time.
+func scheduleTimeout(_ *unstructured.Unstructured, r fields, spec *gangspec.Spec) error {
+	secs, ok, err := r.int("spec", "scheduleTimeoutSeconds")
+	if err != nil || !ok {
+		return err
+	}
+	if secs < 1 {
+		return r.bad("spec.scheduleTimeoutSeconds", fmt.Sprint(secs), "must be at least 1")
+	}
+	spec.WaitingTime = time.Duration(secs) * time.Second
+	return nil
+}
+
+// koordinatorGroup reads a Koordinator PodGroup: scheduler-plugins' fields, and Koordinator's
+// gang annotations on the object itself.
+func koordinatorGroup(obj *unstructured.Unstructured, r fields, spec *gangspec.Spec) error {
+	if err := scheduleTimeout(obj, r, spec); err != nil {
+		return err
+	}
+	return annotations{object: r.object, values: obj.GetAnnotations()}.koordinatorOptions(spec)
+}
+
+// taskQuorums reads Volcano's spec.minTaskMember: per task, how many members must be placed
+// together with the rest. A task with 0 asks nothing.
+func taskQuorums(_ *unstructured.Unstructured, r fields, spec *gangspec.Spec) error {
+	raw, ok, _ := unstructured.NestedFieldNoCopy(r.obj, "spec", "minTaskMember")
+	if !ok || raw == nil {
+		return nil
+	}
+	tasks, ok := raw.(map[string]any)
+	if !ok {
+		return r.bad("spec.minTaskMember", fmt.Sprint(raw), "must map task names to counts")
+	}
+	for task, v := range tasks {
+		n, err := r.toInt("spec.minTaskMember."+task, v)
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			return r.bad("spec.minTaskMember."+task, fmt.Sprint(n), "must not be negative")
+		}
+		if n > 0 {
+			if spec.MinPerTask == nil {
+				spec.MinPerTask = map[string]int{}
+			}
+			spec.MinPerTask[task] = int(n)
+		}
+	}
+	return nil
+}
+
+// fields reads an unstructured object's fields and words refusals.
+type fields struct {
+	object string
+	obj    map[string]any
+}
+
+func (r fields) bad(field, value, reason string) error {
+	return &gangspec.FieldError{Object: r.object, Field: field, Value: value, Reason: reason}
+}
+
+// int reads an integer field; ok is false when it is absent or null.
+func (r fields) int(path ...string) (n int64, ok bool, err error) {
+	v, found, _ := unstructured.NestedFieldNoCopy(r.obj, path...)
+	if !found || v == nil {
+		return 0, false, nil
+	}
+	n, err = r.toInt(strings.Join(path, "."), v)
+	return n, err == nil, err
+}
+
+// toInt accepts the number types a decoded JSON object holds, and nothing that is not a whole
+// number.
+func (r fields) toInt(field string, v any) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case int32:
+		return int64(x), nil
+	case int:
+		return int64(x), nil
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return int64(x), nil
+		}
+	}
+	return 0, r.bad(field, fmt.Sprint(v), "must be a whole number")
+}
+
+// Found is a group object that exists, with its reading.
+type Found struct {
+	API             API
+	Namespace, Name string
+	Spec            *gangspec.Spec
+	Err  error
+}
+
+// Choose settles which of the objects that share a key holds a gang's rules: the one, or an
+// error naming all when there are several (kube-batch and Volcano PodGroups of one name in one
+// namespace, both named by annotation scheduling.k8s.io/group-name). found is in APIs() order.
+func Choose(found []Found) (*gangspec.Spec, error) {
+	switch len(found) {
+	case 0:
+		return nil, nil
+	case 1:
+		return found[0].Spec, found[0].Err
+	}
+	names := make([]string, len(found))
+	for i, f := range found {
+		names[i] = fmt.Sprintf("%s (%s)", f.API.Object(f.Namespace, f.Name), f.API.Resource.GroupVersion())
+	}
+	return nil, fmt.Errorf("%s all exist, and annotation %s names them alike; lockstep cannot tell which holds the gang's rules: delete all but one",
+		strings.Join(names, " and "), wellknown.AnnotationGroupName)
+}
