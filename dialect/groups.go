@@ -34,9 +34,12 @@ const (
 	// StatusVolcano: phase Pending, Inqueue, Running and an Unschedulable condition (Volcano and
 	// kube-batch, which Volcano grew from).
 	StatusVolcano StatusStyle = iota
-	// StatusCoscheduling: phase Pending, Scheduling, Scheduled and counts (scheduler-plugins, and
-	// Koordinator, which kept scheduler-plugins' PodGroup).
+	// StatusCoscheduling: scheduler-plugins' phase Pending, Scheduling, Running and
+	// scheduleStartTime; its v1alpha1 has no Scheduled phase and no count of scheduled pods.
 	StatusCoscheduling
+	// StatusKoordinator: Koordinator kept an older scheduler-plugins PodGroup, which has phase
+	// Scheduled and status.scheduled besides.
+	StatusKoordinator
 )
 
 var (
@@ -45,7 +48,7 @@ var (
 		Status: StatusCoscheduling, key: CoschedulingKey, extra: scheduleTimeout}
 	// Koordinator is Koordinator's PodGroup, named by label pod-group.scheduling.sigs.k8s.io.
 	Koordinator = API{Dialect: "Koordinator", Resource: podGroups("scheduling.sigs.k8s.io", "v1alpha1"),
-		Status: StatusCoscheduling, key: KoordinatorKey, extra: koordinatorGroup}
+		Status: StatusKoordinator, key: KoordinatorKey, extra: koordinatorGroup}
 	// Volcano is Volcano's PodGroup, named by annotation scheduling.k8s.io/group-name.
 	Volcano = API{Dialect: "Volcano", Resource: podGroups("scheduling.volcano.sh", "v1beta1"),
 		Status: StatusVolcano, key: GroupNameKey, extra: taskQuorums}

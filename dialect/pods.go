@@ -96,7 +96,10 @@ func groupName(p podMarkers) (claim, bool) {
 	if !ok {
 		return claim{}, false
 	}
-	task := p.annotations[wellknown.AnnotationVolcanoTask]
+	task, ok := p.annotations[wellknown.AnnotationVolcanoTask]
+	if !ok {
+		task = p.labels[wellknown.AnnotationVolcanoTask] // Volcano falls back to a label of the same key
+	}
 	return groupClaim(p, annotationMarker(wellknown.AnnotationGroupName, name), name, task, GroupNameKey), true
 }
 

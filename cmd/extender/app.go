@@ -17,8 +17,10 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-sched/lockstep/dialect"
 	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/podgroup"
 )
 
 // app wires informers, the gang manager and the HTTP handler together.
@@ -30,8 +32,10 @@ type app struct {
 	// events writes lockstep's events; see clients.
 	events kubernetes.Interface
 	ready  atomic.Bool
-	// handlersSynced reports when the manager has taken in the initial lists (see gang.Watch).
+	// handlersSynced reports when the manager has taken in the initial lists (see gang.Watch)
+	// and the group objects the apiserver served at start.
 	handlersSynced func() bool
+	groups         *podgroup.Syncer
 }
 
 func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
@@ -41,11 +45,18 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	getPod := func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
 		return c.bind.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{}) // on the bind path
 	}
+	// The syncer needs the manager and the manager tells the syncer about gang changes; nothing
+	// calls OnGangChange before the informers start, by which time both exist.
+	var groups *podgroup.Syncer
 	a.manager = gang.NewManager(gang.Config{
 		DefaultWaitingTime: opts.defaultWaitingTime,
 		BindWait:           opts.bindWait,
 		CommitTimeout:      opts.commitTimeout,
+		Reader:             dialect.Pods{},
+		OnGangChange:       func(key string) { groups.GangChanged(key) },
 	}, gang.NewAPIBinder(c.bind), getPod, recorder, gang.NewMetrics(reg))
+	groups = podgroup.New(c.groups, c.discovery, a.manager, opts.groupDiscoveryInterval)
+	a.groups = groups
 	a.manager.SetConditionWriter(gang.APIConditionWriter{Client: c.events})
 	reg.MustRegister(a.manager.Collector())
 	a.handler = extender.NewHandler(a.manager, extender.Options{
@@ -58,7 +69,7 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.handlersSynced = synced
+	a.handlersSynced = func() bool { return synced() && groups.HasSynced() }
 	return a, nil
 }
 
@@ -67,6 +78,7 @@ func (a *app) start(ctx context.Context) {
 	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.events.CoreV1().Events("")})
 	defer a.broadcaster.Shutdown()
 	a.factory.Start(ctx.Done())
+	go a.groups.Run(ctx)
 	start := time.Now()
 	if !cache.WaitForCacheSync(ctx.Done(), a.handlersSynced) {
 		klog.InfoS("Informers did not sync before shutdown")

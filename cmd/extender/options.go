@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,16 +46,18 @@ type options struct {
 	schedulerConfig    string
 	defaultWaitingTime time.Duration
 	commitTimeout      time.Duration
-	maxRequestBytes    int64
-	qps                float64
-	burst              int
-	bindQPS            float64
-	bindBurst          int
-	eventsQPS          float64
-	eventsBurst        int
-	gcPercent          int
-	memoryLimit        int64
-	profiling          bool
+	// groupDiscoveryInterval: see the flag.
+	groupDiscoveryInterval time.Duration
+	maxRequestBytes        int64
+	qps                    float64
+	burst                  int
+	bindQPS                float64
+	bindBurst              int
+	eventsQPS              float64
+	eventsBurst            int
+	gcPercent              int
+	memoryLimit            int64
+	profiling              bool
 }
 
 func defaultOptions() options {
@@ -63,15 +67,18 @@ func defaultOptions() options {
 		httpTimeout:        defaultSchedulerHTTPTimeout,
 		defaultWaitingTime: gang.DefaultWaitingTime,
 		commitTimeout:      gang.DefaultCommitTimeout,
-		maxRequestBytes:    extender.DefaultMaxRequestBytes,
-		qps:                50,
-		burst:              100,
-		bindQPS:            defaultBindQPS,
-		bindBurst:          defaultBindBurst,
-		eventsQPS:          20,
-		eventsBurst:        50,
-		gcPercent:          400,
-		memoryLimit:        256 << 20,
+		// A CRD is installed once per cluster; half a minute to notice costs nothing, and
+		// discovery is cheap enough to ask that often.
+		groupDiscoveryInterval: 30 * time.Second,
+		maxRequestBytes:        extender.DefaultMaxRequestBytes,
+		qps:                    50,
+		burst:                  100,
+		bindQPS:                defaultBindQPS,
+		bindBurst:              defaultBindBurst,
+		eventsQPS:              20,
+		eventsBurst:            50,
+		gcPercent:              400,
+		memoryLimit:            256 << 20,
 	}
 }
 
@@ -89,6 +96,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.httpTimeout, "scheduler-http-timeout", o.httpTimeout, "the httpTimeout of lockstep's stanza in the scheduler configuration (kube-scheduler uses 5s when unset); ignored when --scheduler-config is given")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", o.schedulerConfig, "KubeSchedulerConfiguration file the scheduler runs with; lockstep reads its extender httpTimeout from it")
 	fs.DurationVar(&o.defaultWaitingTime, "default-waiting-time", o.defaultWaitingTime, "how long a gang's reservation lives when its pods carry no "+wellknown.AnnotationGangWaitingTime+" annotation")
+	fs.DurationVar(&o.groupDiscoveryInterval, "group-discovery-interval", o.groupDiscoveryInterval, "how often lockstep asks the apiserver which PodGroup APIs (scheduler-plugins, Koordinator, Volcano, kube-batch) it serves; a CRD installed later is watched from the next look on")
 	fs.DurationVar(&o.commitTimeout, "commit-timeout", o.commitTimeout, "how long lockstep keeps retrying the bindings of a gang that reached quorum")
 	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", o.maxRequestBytes, "largest request body accepted; larger ones get 413")
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "queries per second to the apiserver for everything but bindings, events and pod conditions (informers' lists)")
@@ -177,6 +185,10 @@ func extenderHTTPTimeout(path string) (time.Duration, error) {
 // limit of its own: a burst of events or condition writes must never make a binding wait.
 type clients struct {
 	main, bind, events kubernetes.Interface
+	// groups reads and writes other gang schedulers' PodGroups (package podgroup), under main's
+	// rate limit: their traffic is a few writes per gang.
+	groups    dynamic.Interface
+	discovery discovery.DiscoveryInterface
 }
 
 func (o *options) kubeClients() (clients, error) {
@@ -203,7 +215,13 @@ func (o *options) kubeClients() (clients, error) {
 			return clients{}, err
 		}
 	}
-	return clients{main: built[0], bind: built[1], events: built[2]}, nil
+	c := clients{main: built[0], bind: built[1], events: built[2], discovery: built[0].Discovery()}
+	own := rest.CopyConfig(cfg)
+	own.QPS, own.Burst = float32(limits[0].qps), limits[0].burst
+	if c.groups, err = dynamic.NewForConfig(own); err != nil {
+		return clients{}, err
+	}
+	return c, nil
 }
 
 // rateLimit is one client's limit and the flags that set it (--<flag>-qps, --<flag>-burst).

@@ -98,6 +98,8 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 		"--kubeconfig", kubeconfig,
 		"--scheduler-config", filepath.Join(root, SchedulerConfig),
 		"--bind-wait", "8s",
+		// Tests install PodGroup CRDs while lockstep runs; look for them often.
+		"--group-discovery-interval", "1s",
 		"-v", "2")
 	if err := e.Lockstep.Start(ctx); err != nil {
 		return nil, err

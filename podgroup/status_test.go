@@ -1,0 +1,75 @@
+package podgroup
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lockstep-sched/lockstep/dialect"
+	"github.com/lockstep-sched/lockstep/gang"
+)
+
+var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+func object(status map[string]any) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"minMember": int64(2)}}}
+	if status != nil {
+		obj.Object["status"] = status
+	}
+	return obj
+}
+
+func TestVolcanoStatus(t *testing.T) {
+	waiting := gang.Standing{Phase: gang.PhaseWaiting, Members: 2, Reason: "gang ns/tf: no room", Since: now}
+	tests := []struct {
+		name string
+		in   statusInput
+		want map[string]any // nil: nothing to write
+	}{
+		{name: "no pods yet and the minimum fits: Inqueue, so that Volcano's controllers create them",
+			in:   statusInput{fits: true},
+			want: map[string]any{"phase": "Inqueue"}},
+		{name: "no pods yet and the minimum does not fit: Pending, saying why",
+			in: statusInput{fitsWhy: "needs 10 nvidia.com/gpu in all; the cluster has 8 free"},
+			want: map[string]any{"phase": "Pending", "conditions": []any{map[string]any{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+				"message": "lockstep: the group's minimum resources do not fit the cluster's free capacity: needs 10 nvidia.com/gpu in all; the cluster has 8 free", "lastTransitionTime": "2026-11-22T10:00:00Z"}}}},
+		{name: "members waiting: lockstep's reason",
+			in: statusInput{obj: object(map[string]any{"phase": "Inqueue"}), known: true, standing: waiting, fits: true},
+			want: map[string]any{"phase": "Inqueue", "running": int64(0), "conditions": []any{map[string]any{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+				"message": "gang ns/tf: no room", "lastTransitionTime": "2026-11-22T10:00:00Z"}}}},
+		{name: "the same reason again: nothing to write",
+			in: statusInput{obj: object(map[string]any{"phase": "Inqueue", "running": int64(0), "conditions": []any{map[string]any{"type": "Unschedulable", "status": "True",
+				"reason": "NotEnoughResources", "message": "gang ns/tf: no room", "lastTransitionTime": "2026-11-22T09:00:00Z"}}}), known: true, standing: waiting}},
+		{name: "quorum bound: Running, and the condition goes; others' conditions stay",
+			in: statusInput{obj: object(map[string]any{"phase": "Inqueue", "conditions": []any{
+				map[string]any{"type": "Unschedulable", "status": "True", "message": "old"}, map[string]any{"type": "Other", "status": "True"}}}),
+				known: true, standing: gang.Standing{Phase: gang.PhaseBound, Members: 2, Bound: 2}},
+			want: map[string]any{"phase": "Running", "running": int64(2), "conditions": []any{map[string]any{"type": "Other", "status": "True"}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.api = dialect.Volcano
+			if tc.in.obj == nil {
+				tc.in.obj = object(nil)
+			}
+			require.Equal(t, tc.want, statusPatch(tc.in, now))
+		})
+	}
+}
+
+func TestCoschedulingStatus(t *testing.T) {
+	reserving := gang.Standing{Phase: gang.PhaseReserving, Members: 2, Since: now}
+	bound := gang.Standing{Phase: gang.PhaseBound, Members: 2, Bound: 2, Since: now}
+	require.Equal(t, map[string]any{"phase": "Pending"}, statusPatch(statusInput{api: dialect.Coscheduling, obj: object(nil)}, now))
+	require.Equal(t, map[string]any{"phase": "Scheduling", "scheduleStartTime": "2026-11-22T10:00:00Z"},
+		statusPatch(statusInput{api: dialect.Coscheduling, obj: object(nil), known: true, standing: reserving}, now))
+	require.Equal(t, map[string]any{"phase": "Running", "scheduleStartTime": "2026-11-22T10:00:00Z"},
+		statusPatch(statusInput{api: dialect.Coscheduling, obj: object(nil), known: true, standing: bound}, now),
+		"scheduler-plugins' v1alpha1 has no Scheduled phase")
+	require.Equal(t, map[string]any{"phase": "Scheduled", "scheduled": int64(2), "scheduleStartTime": "2026-11-22T10:00:00Z"},
+		statusPatch(statusInput{api: dialect.Koordinator, obj: object(nil), known: true, standing: bound}, now))
+	require.Nil(t, statusPatch(statusInput{api: dialect.Koordinator, obj: object(map[string]any{"phase": "Scheduled", "scheduled": int64(2), "scheduleStartTime": "2026-11-22T10:00:00Z"}),
+		known: true, standing: bound}, now))
+}

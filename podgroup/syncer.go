@@ -1,0 +1,223 @@
+// Package podgroup keeps lockstep in step with other gang schedulers' group objects: the
+// PodGroups of scheduler-plugins, Koordinator, Volcano and kube-batch. It finds which of their
+// APIs the apiserver serves (a CRD installed later is picked up without a restart; an absent one
+// is no error), watches those, hands each object's rules to the gang manager, and writes back the
+// status those projects' own controllers would, so that `kubectl get podgroups` says where a
+// gang stands and Volcano's job controller and the training-operator, which create no pods
+// before a Volcano PodGroup is Inqueue, go ahead.
+//
+// Reading the objects is package dialect's job; deciding about gangs is package gang's. This
+// package owns only the API traffic between them.
+package podgroup
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/dialect"
+	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/placement"
+)
+
+// Manager is what the syncer needs of the gang manager.
+type Manager interface {
+	SetGroup(gang.GroupRules)
+	DeleteGroup(key, namespace, name string)
+	Standing(gang string) (gang.Standing, bool)
+	FitsInTotal(req placement.Resources) (bool, string)
+}
+
+// Syncer watches the group objects and keeps their status. Create it with New, then Run it.
+type Syncer struct {
+	client    dynamic.Interface
+	discovery discovery.DiscoveryInterface
+	manager   Manager
+	interval  time.Duration
+	// queue holds the objects whose status may need a write.
+	queue workqueue.TypedRateLimitingInterface[ref]
+
+	mu sync.Mutex
+	// watched are the APIs with a running informer, and whether each has a status subresource.
+	watched map[schema.GroupVersionResource]*watchedAPI
+	// objects are the group objects seen, by the key pods name them with; several APIs share a
+	// key (Volcano's and kube-batch's PodGroups), so each key holds one object per API.
+	objects map[string]map[schema.GroupVersionResource]*unstructured.Unstructured
+	synced  bool
+}
+
+type watchedAPI struct {
+	api       dialect.API
+	informer  cache.SharedIndexInformer
+	hasStatus bool
+}
+
+// ref is one group object.
+type ref struct {
+	api             schema.GroupVersionResource
+	namespace, name string
+}
+
+// New makes a syncer that looks for the group APIs every interval.
+func New(client dynamic.Interface, disc discovery.DiscoveryInterface, manager Manager, interval time.Duration) *Syncer {
+	return &Syncer{
+		client: client, discovery: disc, manager: manager, interval: interval,
+		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[ref]()),
+		watched: map[schema.GroupVersionResource]*watchedAPI{},
+		objects: map[string]map[schema.GroupVersionResource]*unstructured.Unstructured{},
+	}
+}
+
+// GangChanged asks for the status of gang's group objects to be brought up to date; it never
+// blocks, so the gang manager may call it (gang.Config.OnGangChange).
+func (s *Syncer) GangChanged(gangKey string) {
+	namespace, name, ok := splitKey(gangKey)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for gvr := range s.watched {
+		s.queue.Add(ref{api: gvr, namespace: namespace, name: name})
+	}
+}
+
+// Run discovers and watches the group APIs and writes status until ctx ends.
+func (s *Syncer) Run(ctx context.Context) {
+	defer s.queue.ShutDown()
+	go s.writeStatuses(ctx)
+	tick := time.NewTicker(s.interval)
+	defer tick.Stop()
+	for {
+		s.discover(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// HasSynced reports whether the APIs served at the first discovery are watched and listed.
+func (s *Syncer) HasSynced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.synced {
+		return false
+	}
+	for _, w := range s.watched {
+		if !w.informer.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// discover starts an informer for every group API the apiserver serves and none runs for yet.
+// Informers are never stopped: a CRD deleted makes its informer's list fail quietly until it
+// is installed again.
+func (s *Syncer) discover(ctx context.Context) {
+	served, err := servedAPIs(s.discovery)
+	if err != nil {
+		// Partial answers (an aggregated API down) still list what is served.
+		klog.V(2).InfoS("Discovery of group APIs incomplete", "err", err)
+	}
+	for _, a := range served {
+		s.mu.Lock()
+		_, running := s.watched[a.api.Resource]
+		s.mu.Unlock()
+		if !running {
+			s.watch(ctx, a)
+		}
+	}
+	s.mu.Lock()
+	s.synced = true
+	s.mu.Unlock()
+}
+
+func (s *Syncer) watch(ctx context.Context, a servedAPI) {
+	gvr := a.api.Resource
+	inf := dynamicinformer.NewFilteredDynamicInformer(s.client, gvr, "", 5*time.Minute, cache.Indexers{}, nil).Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.observe(a.api, obj) },
+		UpdateFunc: func(_, obj any) { s.observe(a.api, obj) },
+		DeleteFunc: func(obj any) { s.forget(a.api, obj) },
+	})
+	if err != nil {
+		klog.ErrorS(err, "Cannot watch group objects", "resource", gvr)
+		return
+	}
+	s.mu.Lock()
+	s.watched[gvr] = &watchedAPI{api: a.api, informer: inf, hasStatus: a.hasStatus}
+	s.mu.Unlock()
+	klog.InfoS("Watching group objects", "dialect", a.api.Dialect, "resource", gvr.GroupResource().String()+"/"+gvr.Version)
+	go inf.Run(ctx.Done())
+}
+
+// observe takes in a group object's latest version.
+func (s *Syncer) observe(api dialect.API, obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	key := api.Key(u.GetNamespace(), u.GetName())
+	s.mu.Lock()
+	if s.objects[key] == nil {
+		s.objects[key] = map[schema.GroupVersionResource]*unstructured.Unstructured{}
+	}
+	s.objects[key][api.Resource] = u
+	rules := s.rulesLocked(key, u.GetNamespace(), u.GetName())
+	s.mu.Unlock()
+	s.manager.SetGroup(rules)
+	s.queue.Add(ref{api: api.Resource, namespace: u.GetNamespace(), name: u.GetName()})
+}
+
+// forget drops a deleted group object.
+func (s *Syncer) forget(api dialect.API, obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	key := api.Key(u.GetNamespace(), u.GetName())
+	s.mu.Lock()
+	delete(s.objects[key], api.Resource)
+	left := len(s.objects[key])
+	if left == 0 {
+		delete(s.objects, key)
+	}
+	rules := s.rulesLocked(key, u.GetNamespace(), u.GetName())
+	s.mu.Unlock()
+	if left == 0 {
+		s.manager.DeleteGroup(key, u.GetNamespace(), u.GetName())
+		return
+	}
+	s.manager.SetGroup(rules)
+}
+
+// rulesLocked reads the rules of the objects that share key, in the order of dialect.APIs.
+func (s *Syncer) rulesLocked(key, namespace, name string) gang.GroupRules {
+	var found []dialect.Found
+	for _, api := range dialect.APIs() {
+		if u, ok := s.objects[key][api.Resource]; ok {
+			spec, err := api.Parse(u)
+			found = append(found, dialect.Found{API: api, Namespace: namespace, Name: name, Spec: spec, Err: err})
+		}
+	}
+	spec, err := dialect.Choose(found)
+	return gang.GroupRules{Key: key, Namespace: namespace, Name: name, Spec: spec, Err: err}
+}
+
+func splitKey(key string) (namespace, name string, ok bool) { return strings.Cut(key, "/") }
