@@ -4,7 +4,7 @@
 #   make bench  verb latency, allocations and memory, then throughput through the real scheduler
 GO ?= go
 
-.PHONY: all build test unit e2e demo bench bench-throughput bench-packing control-plane scheduler-plugins vet fmt image clean
+.PHONY: all build test unit e2e demo bench bench-throughput bench-packing control-plane scheduler-plugins training-operator vet fmt image clean
 
 all: build
 
@@ -23,6 +23,12 @@ control-plane:
 scheduler-plugins:
 	bash hack/build-scheduler-plugins.sh
 
+# The Kubeflow training-operator v1.8.1, built once from test/tools/training-operator into
+# bin/training-operator (about 2 minutes the first time). The end-to-end suite runs it to check
+# lockstep against the PodGroups and pods it makes.
+training-operator:
+	bash hack/build-training-operator.sh
+
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -30,7 +36,7 @@ vet:
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
-e2e: control-plane
+e2e: control-plane training-operator
 	$(GO) test -race -count=1 -timeout 30m -v ./test/e2e/
 
 test: vet control-plane unit e2e

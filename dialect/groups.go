@@ -209,7 +209,7 @@ type Found struct {
 	API             API
 	Namespace, Name string
 	Spec            *gangspec.Spec
-	Err  error
+	Err             error
 }
 
 // Choose settles which of the objects that share a key holds a gang's rules: the one, or an

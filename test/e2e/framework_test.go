@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/dialect"
+
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +26,6 @@ import (
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
-	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // scenario is one test's namespace and nodes, removed when the test ends.
@@ -273,7 +274,7 @@ func watchBinds(t *testing.T, ctx context.Context, ns string) *bindLog {
 		defer l.mu.Unlock()
 		if _, seen := l.at[p.Name]; !seen {
 			l.at[p.Name] = time.Now()
-			l.gangs[p.Name] = p.Annotations[wellknown.AnnotationGangName]
+			l.gangs[p.Name] = dialect.Pods{}.Read(p.Namespace, p.Name, p.Labels, p.Annotations).Gang
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})

@@ -49,6 +49,9 @@ func (c *Cluster) CreateNode(ctx context.Context, n NodeSpec) (*corev1.Node, err
 		corev1.ResourceCPU:    n.CPU,
 		corev1.ResourceMemory: n.Memory,
 		corev1.ResourcePods:   strconv.Itoa(n.Pods),
+		// Every kubelet reports its disk; without it pods that ask for some (the MPI operator's
+		// launcher does) fit no node.
+		corev1.ResourceEphemeralStorage: "100Gi",
 	} {
 		qty, err := resource.ParseQuantity(q)
 		if err != nil {

@@ -77,48 +77,66 @@ func Create(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstruct
 
 // PodsOf turns an example file into the pods a controller would create from it: a Job becomes
 // `parallelism` pods from its template (there is no kube-controller-manager on the loopback
-// control plane), a Pod stays itself. Every pod is put in namespace.
+// control plane), a Pod stays itself. Every pod is put in namespace. Any other kind is an error;
+// SplitExample takes files that hold group objects too.
 func PodsOf(path, namespace string) ([]*corev1.Pod, error) {
+	pods, others, err := SplitExample(path, namespace)
+	if err == nil && len(others) > 0 {
+		err = fmt.Errorf("%s: %s %s is neither a Pod nor a Job", path, others[0].GetKind(), others[0].GetName())
+	}
+	return pods, err
+}
+
+// SplitExample is PodsOf for files that also hold other objects (PodGroups, say): those are
+// returned as they are, in namespace, for the caller to create.
+func SplitExample(path, namespace string) (pods []*corev1.Pod, others []*unstructured.Unstructured, err error) {
 	objs, err := DecodeFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var pods []*corev1.Pod
 	for _, obj := range objs {
 		switch obj.GetKind() {
 		case "Pod":
 			pod := &corev1.Pod{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, pod); err != nil {
-				return nil, fmt.Errorf("%s: pod %s: %w", path, obj.GetName(), err)
+				return nil, nil, fmt.Errorf("%s: pod %s: %w", path, obj.GetName(), err)
 			}
 			pod.Namespace = namespace
 			pods = append(pods, pod)
 		case "Job":
 			job := &batchv1.Job{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, job); err != nil {
-				return nil, fmt.Errorf("%s: job %s: %w", path, obj.GetName(), err)
+				return nil, nil, fmt.Errorf("%s: job %s: %w", path, obj.GetName(), err)
 			}
-			n := int32(1)
-			if job.Spec.Parallelism != nil {
-				n = *job.Spec.Parallelism
-			}
-			for i := range n {
-				pod := &corev1.Pod{ObjectMeta: *job.Spec.Template.ObjectMeta.DeepCopy(), Spec: *job.Spec.Template.Spec.DeepCopy()}
-				pod.Name = fmt.Sprintf("%s-%d", job.Name, i)
-				pod.Namespace = namespace
-				if pod.Labels == nil {
-					pod.Labels = map[string]string{}
-				}
-				pod.Labels["job-name"] = job.Name
-				if pod.Annotations == nil {
-					pod.Annotations = map[string]string{}
-				}
-				pod.Annotations[batchv1.JobCompletionIndexAnnotation] = strconv.Itoa(int(i))
-				pods = append(pods, pod)
-			}
+			pods = append(pods, jobPods(job, namespace)...)
 		default:
-			return nil, fmt.Errorf("%s: %s %s is neither a Pod nor a Job", path, obj.GetKind(), obj.GetName())
+			obj.SetNamespace(namespace)
+			others = append(others, obj)
 		}
 	}
-	return pods, nil
+	return pods, others, nil
+}
+
+// jobPods are the pods the Job controller would create for job.
+func jobPods(job *batchv1.Job, namespace string) []*corev1.Pod {
+	n := int32(1)
+	if job.Spec.Parallelism != nil {
+		n = *job.Spec.Parallelism
+	}
+	var pods []*corev1.Pod
+	for i := range n {
+		pod := &corev1.Pod{ObjectMeta: *job.Spec.Template.ObjectMeta.DeepCopy(), Spec: *job.Spec.Template.Spec.DeepCopy()}
+		pod.Name = fmt.Sprintf("%s-%d", job.Name, i)
+		pod.Namespace = namespace
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels["job-name"] = job.Name
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[batchv1.JobCompletionIndexAnnotation] = strconv.Itoa(int(i))
+		pods = append(pods, pod)
+	}
+	return pods
 }
