@@ -38,7 +38,7 @@ func (a annotations) positiveInt(key string) (n int, ok bool, err error) {
 
 // koordinatorAnnotations reads a pod's Koordinator gang annotations: the gang's whole rules.
 func koordinatorAnnotations(p podMarkers, name string) (*gangspec.Spec, error) {
-	a := annotations{object: p.object, values: p.annotations}
+	a := annotations{object: p.object(), values: p.annotations}
 	if name == "" {
 		return nil, a.bad(wellknown.AnnotationGangName, "gang name must not be empty")
 	}

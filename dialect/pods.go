@@ -31,12 +31,16 @@ var families = []family{koordinator, coscheduling, groupName, kueue}
 
 // podMarkers is the part of a pod the readers look at.
 type podMarkers struct {
-	namespace, object   string // object: "pod ns/name", as messages name it
+	namespace, name     string
 	labels, annotations map[string]string
 }
 
+// object names the pod as messages do. It is built only for a message: filter reads every
+// ordinary pod's markers, and most carry none.
+func (p podMarkers) object() string { return "pod " + p.namespace + "/" + p.name }
+
 func (Pods) Read(namespace, name string, labels, annotations map[string]string) gangspec.Membership {
-	p := podMarkers{namespace: namespace, object: "pod " + namespace + "/" + name, labels: labels, annotations: annotations}
+	p := podMarkers{namespace: namespace, name: name, labels: labels, annotations: annotations}
 	var first claim
 	found := false
 	for _, read := range families {
@@ -57,7 +61,7 @@ func (Pods) Read(namespace, name string, labels, annotations map[string]string) 
 func conflict(p podMarkers, a, b claim) gangspec.Membership {
 	return gangspec.Membership{Gang: a.membership.Gang, Err: fmt.Errorf(
 		"%s carries the gang markers of two schedulers, %s and %s; lockstep reads one dialect per pod (docs/dialects.md says which keys belong to which), so remove one",
-		p.object, a.marker, b.marker)}
+		p.object(), a.marker, b.marker)}
 }
 
 func labelMarker(key, value string) string      { return fmt.Sprintf("label %s=%q", key, value) }
@@ -107,7 +111,7 @@ func groupName(p podMarkers) (claim, bool) {
 func groupClaim(p podMarkers, marker, name, task string, key func(namespace, name string) string) claim {
 	c := claim{marker: marker, membership: gangspec.Membership{Gang: name, Task: task}}
 	if name == "" {
-		c.membership.Err = fmt.Errorf("%s: %s: the group name must not be empty", p.object, marker)
+		c.membership.Err = fmt.Errorf("%s: %s: the group name must not be empty", p.object(), marker)
 		return c
 	}
 	c.membership.Group = key(p.namespace, name)
@@ -156,9 +160,9 @@ func kueue(p podMarkers) (claim, bool) {
 }
 
 func badLabel(p podMarkers, key, value, reason string) error {
-	return &gangspec.FieldError{Object: p.object, Field: "label " + key, Value: value, Reason: reason}
+	return &gangspec.FieldError{Object: p.object(), Field: "label " + key, Value: value, Reason: reason}
 }
 
 func badAnnotation(p podMarkers, key, value, reason string) error {
-	return &gangspec.FieldError{Object: p.object, Field: "annotation " + key, Value: value, Reason: reason}
+	return &gangspec.FieldError{Object: p.object(), Field: "annotation " + key, Value: value, Reason: reason}
 }

@@ -298,3 +298,33 @@ func TestBadDialectInputIsRefusedByName(t *testing.T) {
 	require.Zero(t, s.boundIn(""))
 	require.Equal(t, "Rejected", s.gangs()["zero"].Members[0].State)
 }
+
+// Volcano's minTaskMember: three workers make min-available 4 no more than they make the ps
+// task's quorum of 1; nothing binds until the parameter server exists, then all bind together.
+func TestVolcanoTaskQuorums(t *testing.T) {
+	installCRDs(t)
+	s := newScenario(t, 4, 2)
+	group := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+		"metadata": map[string]any{"name": "tasks", "namespace": s.ns},
+		"spec":     map[string]any{"minMember": int64(4), "minTaskMember": map[string]any{"ps": int64(1), "worker": int64(3)}},
+	}}
+	require.NoError(t, harness.Create(s.ctx, env.cluster.RESTConfig, []*unstructured.Unstructured{group}))
+	member := func(name, task string, gpus int) *corev1.Pod {
+		p := podSpec{name: name, gpus: gpus, annotations: map[string]string{"scheduling.k8s.io/group-name": "tasks", "volcano.sh/task-spec": task}}.pod()
+		p.Spec.SchedulerName = "volcano"
+		return p
+	}
+	for i := range 4 {
+		s.create(member(fmt.Sprintf("worker-%d", i), "worker", 2))
+	}
+	s.eventually(60*time.Second, "the gang to wait for its ps task", func() bool {
+		return strings.Contains(s.gangs()["tasks"].Reason, "(task ps: 0 of 1)")
+	})
+	require.Zero(t, s.boundIn(""), "four workers make min-available but not the ps task's quorum")
+
+	s.create(member("ps-0", "ps", 0))
+	s.eventually(60*time.Second, "the ps and three workers bound together", func() bool { return s.boundIn("") >= 4 })
+	s.binds.assertNeverPartial(t, "tasks", 4)
+	require.Equal(t, "ps=1,worker=3", s.gangs()["tasks"].TaskQuorums)
+}
