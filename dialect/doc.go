@@ -5,7 +5,7 @@
 // and Kueue's plain pod groups.
 //
 // It owns the translation only: pod markers to a gangspec.Membership (Pods), group objects to a
-// gangspec.Spec (ParseGroup), and which group-object APIs exist (APIs). It holds no state and
+// gangspec.Spec (API.Parse, and Choose where objects share a name), and which group-object APIs exist (APIs). It holds no state and
 // talks to no apiserver; package podgroup watches the objects and writes their status, and
 // package gang never learns which ecosystem a spec came from. docs/dialects.md is the reference
 // for users: every key, the precedence between dialects, and what each field does.

@@ -91,8 +91,7 @@ func (m *Manager) decideBindLocked(p *podInfo, node string) bindDecision {
 	if ready := g.ready(p.spec, res); res.state == reserving && ready.meets(p.spec) {
 		m.quorumReadyLocked(g, res, p.spec)
 	} else if res.state == reserving {
-		g.lastReason = fmt.Sprintf("gang %s: %d of %d members ready to bind%s; binds held until quorum or %s",
-			g.key, ready.total, p.spec.MinAvailable, ready.tasksLacking(p.spec), res.expires.UTC().Format("15:04:05"))
+		g.lastReason = fmt.Sprintf("gang %s: %s; binds held until quorum or %s", g.key, ready.readyWords(p.spec), res.expires.UTC().Format("15:04:05"))
 	}
 	return bindDecision{held: &heldBind{pod: p, gang: g, res: res, slot: s, node: node}}
 }
@@ -138,7 +137,7 @@ func (m *Manager) stillHeld(h *heldBind) error {
 	}
 	spec := h.pod.spec
 	ready := h.gang.ready(spec, h.res)
-	status := fmt.Sprintf("%d of %d members ready to bind%s after %s", ready.total, spec.MinAvailable, ready.tasksLacking(spec), m.cfg.BindWait)
+	status := fmt.Sprintf("%s after %s", ready.readyWords(spec), m.cfg.BindWait)
 	if ready.meets(spec) {
 		status = "its quorum is ready, its gang group's is not: " + h.gang.bundleWait
 	}

@@ -70,7 +70,7 @@ func (m *Manager) bundleMateLocked(key string) (g *gangInfo, res *reservation, w
 		return g, nil, ""
 	}
 	if ready := g.ready(spec, res); !ready.meets(spec) {
-		return nil, nil, fmt.Sprintf("gang %s has %d of %d members ready to bind%s", key, ready.total, spec.MinAvailable, ready.tasksLacking(spec))
+		return nil, nil, fmt.Sprintf("gang %s has %s", key, ready.readyWords(spec))
 	}
 	return g, res, ""
 }

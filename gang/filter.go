@@ -37,28 +37,25 @@ func (r FilterResult) Passing(offered []string) []string {
 // only the one node its gang's reservation holds for it; when its gang has no reservation yet,
 // lockstep first checks that min-available members fit at once and reserves all of them.
 func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
-	if !m.isMember(pod) {
+	ms := readMembership(m.cfg.Reader, pod)
+	if ms.Gang == "" {
 		m.mu.RLock()
 		defer m.mu.RUnlock()
 		return m.filterFree(placement.PodRequests(pod), "", nodes)
 	}
+	info := newPodInfoOf(pod, ms) // pure: built before taking the lock
 	var fx effects
 	m.mu.Lock()
-	result := m.filterMemberLocked(pod, nodes, &fx)
+	result := m.filterMemberLocked(info, nodes, &fx)
 	m.mu.Unlock()
 	m.apply(&fx)
 	return result
 }
 
-// isMember reports whether a pod's markers name a gang, valid or not.
-func (m *Manager) isMember(pod *corev1.Pod) bool {
-	return m.cfg.Reader != nil && m.cfg.Reader.Read(pod.Namespace, pod.Name, pod.Labels, pod.Annotations).Gang != ""
-}
-
 // filterMemberLocked decides for a gang member: rejected, waiting for its group object, free to
 // use free capacity (its gang has quorum), or admitted through its gang's reservation.
-func (m *Manager) filterMemberLocked(pod *corev1.Pod, nodes []string, fx *effects) FilterResult {
-	p := m.ledger.upsertPod(pod)
+func (m *Manager) filterMemberLocked(info *podInfo, nodes []string, fx *effects) FilterResult {
+	p := m.ledger.upsertInfo(info)
 	g := m.ledger.gangOf(p)
 	fx.touched(g.key)
 	if err := memberError(p, g); err != nil {

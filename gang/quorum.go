@@ -81,24 +81,22 @@ func (g *gangInfo) satisfied(spec *gangspec.Spec) bool {
 	if spec.Policy == gangspec.OnceSatisfied && g.satisfiedOnce {
 		return true
 	}
-	if spec.Policy == gangspec.OnlyWaiting {
-		return false
-	}
-	t := g.counted(spec)
+	t := g.counted(spec) // empty under only-waiting: never satisfied
 	return t.meets(spec)
 }
 
 // noteBound remembers, for once-satisfied gangs, that the quorum was bound.
 func (g *gangInfo) noteBound() {
-	if spec, _ := g.reference(); spec != nil && !g.satisfiedOnce {
-		all := tally{}
-		for _, p := range g.members {
-			if p.holds() {
-				all.add(p)
-			}
-		}
-		g.satisfiedOnce = all.meets(spec)
+	if spec, _ := g.reference(); spec != nil && spec.Policy == gangspec.OnceSatisfied && !g.satisfiedOnce {
+		t := g.counted(spec)
+		g.satisfiedOnce = t.meets(spec)
 	}
+}
+
+// readyWords says how far the counted members are from the quorum at bind, e.g. "3 of 4 members
+// ready to bind (task ps: 0 of 1)".
+func (t *tally) readyWords(spec *gangspec.Spec) string {
+	return fmt.Sprintf("%d of %d members ready to bind%s", t.total, spec.MinAvailable, t.tasksLacking(spec))
 }
 
 // ready is the tally a reservation's commit waits for: the members waiting at bind plus those

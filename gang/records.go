@@ -147,10 +147,24 @@ func (g *gangInfo) sortedMembers() []*podInfo {
 	return out
 }
 
+// readMembership is what a pod's markers say about its gang; every pod is ordinary without a
+// reader.
+func readMembership(read gangspec.Reader, pod *corev1.Pod) gangspec.Membership {
+	if read == nil {
+		return gangspec.Membership{}
+	}
+	return read.Read(pod.Namespace, pod.Name, pod.Labels, pod.Annotations)
+}
+
 // newPodInfo extracts what lockstep needs from a pod, so the rest of the package never holds on
 // to full pod objects (the informer's store already does). read tells gang members apart; the
 // ledger resolves their rules as the pod joins it.
 func newPodInfo(pod *corev1.Pod, read gangspec.Reader) *podInfo {
+	return newPodInfoOf(pod, readMembership(read, pod))
+}
+
+// newPodInfoOf is newPodInfo for a pod whose markers were read already.
+func newPodInfoOf(pod *corev1.Pod, ms gangspec.Membership) *podInfo {
 	p := &podInfo{
 		uid:       pod.UID,
 		namespace: pod.Namespace,
@@ -161,11 +175,8 @@ func newPodInfo(pod *corev1.Pod, read gangspec.Reader) *podInfo {
 		terminal:  pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
 		gated:     len(pod.Spec.SchedulingGates) > 0,
 	}
-	if read != nil {
-		ms := read.Read(pod.Namespace, pod.Name, pod.Labels, pod.Annotations)
-		p.gangName, p.task, p.group, p.inline, p.markerErr = ms.Gang, ms.Task, ms.Group, ms.Spec, ms.Err
-		p.spec, p.specErr = p.inline, p.markerErr
-	}
+	p.gangName, p.task, p.group, p.inline, p.markerErr = ms.Gang, ms.Task, ms.Group, ms.Spec, ms.Err
+	p.spec, p.specErr = p.inline, p.markerErr
 	if raw, ok := pod.Annotations[wellknown.AnnotationGPUIDs]; ok && p.requests.GPU > 0 {
 		// A malformed list counts as unknown indices: the GPUs still count as taken.
 		p.gpuIDs, _ = ParseGPUIDs(raw, p.requests.GPU)

@@ -207,18 +207,17 @@ func (o *options) kubeClients() (clients, error) {
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	limits := o.rateLimits()
+	configs := make([]*rest.Config, len(limits))
 	built := make([]kubernetes.Interface, len(limits))
 	for i, l := range limits {
-		own := rest.CopyConfig(cfg)
-		own.QPS, own.Burst = float32(l.qps), l.burst
-		if built[i], err = kubernetes.NewForConfig(own); err != nil {
+		configs[i] = rest.CopyConfig(cfg)
+		configs[i].QPS, configs[i].Burst = float32(l.qps), l.burst
+		if built[i], err = kubernetes.NewForConfig(configs[i]); err != nil {
 			return clients{}, err
 		}
 	}
 	c := clients{main: built[0], bind: built[1], events: built[2], discovery: built[0].Discovery()}
-	own := rest.CopyConfig(cfg)
-	own.QPS, own.Burst = float32(limits[0].qps), limits[0].burst
-	if c.groups, err = dynamic.NewForConfig(own); err != nil {
+	if c.groups, err = dynamic.NewForConfig(configs[0]); err != nil {
 		return clients{}, err
 	}
 	return c, nil

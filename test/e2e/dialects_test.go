@@ -84,6 +84,17 @@ func (s *scenario) group(api dialect.API, name string) *unstructured.Unstructure
 	return obj
 }
 
+// createVolcanoGroup creates a Volcano PodGroup with the given spec in the scenario's namespace.
+func (s *scenario) createVolcanoGroup(name string, spec map[string]any) {
+	s.t.Helper()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": dialect.Volcano.Resource.GroupVersion().String(), "kind": "PodGroup",
+		"metadata": map[string]any{"name": name, "namespace": s.ns},
+		"spec":     spec,
+	}}
+	require.NoError(s.t, harness.Create(s.ctx, env.cluster.RESTConfig, []*unstructured.Unstructured{obj}))
+}
+
 func statusField(obj *unstructured.Unstructured, field string) string {
 	v, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", field)
 	if !found {
@@ -189,15 +200,8 @@ func TestPodGroupCreatedAfterItsPods(t *testing.T) {
 func TestVolcanoGroupInqueueBeforeAnyPod(t *testing.T) {
 	installCRDs(t)
 	s := newScenario(t, 4, 2)
-	group := func(name, gpus string) *unstructured.Unstructured {
-		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-			"metadata": map[string]any{"name": name, "namespace": s.ns},
-			"spec":     map[string]any{"minMember": int64(4), "minResources": map[string]any{"nvidia.com/gpu": gpus}},
-		}}
-		return obj
-	}
-	require.NoError(t, harness.Create(s.ctx, env.cluster.RESTConfig, []*unstructured.Unstructured{group("fits", "8"), group("too-big", "10")}))
+	s.createVolcanoGroup("fits", map[string]any{"minMember": int64(4), "minResources": map[string]any{"nvidia.com/gpu": "8"}})
+	s.createVolcanoGroup("too-big", map[string]any{"minMember": int64(4), "minResources": map[string]any{"nvidia.com/gpu": "10"}})
 	s.eventually(30*time.Second, "the fitting group to be Inqueue", func() bool {
 		return statusField(s.group(dialect.Volcano, "fits"), "phase") == "Inqueue"
 	})
@@ -271,12 +275,7 @@ func TestKueueGroupUngatedOnFragmentedNodes(t *testing.T) {
 func TestBadDialectInputIsRefusedByName(t *testing.T) {
 	installCRDs(t)
 	s := newScenario(t, 2, 2)
-	zero := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-		"metadata": map[string]any{"name": "zero", "namespace": s.ns},
-		"spec":     map[string]any{"minMember": int64(0)},
-	}}
-	require.NoError(t, harness.Create(s.ctx, env.cluster.RESTConfig, []*unstructured.Unstructured{zero}))
+	s.createVolcanoGroup("zero", map[string]any{"minMember": int64(0)})
 	s.create(podSpec{name: "zero-0", gpus: 1, annotations: map[string]string{"scheduling.k8s.io/group-name": "zero"}}.pod())
 	kueue := podSpec{name: "kueue-0", gpus: 1, annotations: map[string]string{"kueue.x-k8s.io/pod-group-total-count": "all"}}.pod()
 	kueue.Labels = map[string]string{"kueue.x-k8s.io/pod-group-name": "kq"}
@@ -304,12 +303,7 @@ func TestBadDialectInputIsRefusedByName(t *testing.T) {
 func TestVolcanoTaskQuorums(t *testing.T) {
 	installCRDs(t)
 	s := newScenario(t, 4, 2)
-	group := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-		"metadata": map[string]any{"name": "tasks", "namespace": s.ns},
-		"spec":     map[string]any{"minMember": int64(4), "minTaskMember": map[string]any{"ps": int64(1), "worker": int64(3)}},
-	}}
-	require.NoError(t, harness.Create(s.ctx, env.cluster.RESTConfig, []*unstructured.Unstructured{group}))
+	s.createVolcanoGroup("tasks", map[string]any{"minMember": int64(4), "minTaskMember": map[string]any{"ps": int64(1), "worker": int64(3)}})
 	member := func(name, task string, gpus int) *corev1.Pod {
 		p := podSpec{name: name, gpus: gpus, annotations: map[string]string{"scheduling.k8s.io/group-name": "tasks", "volcano.sh/task-spec": task}}.pod()
 		p.Spec.SchedulerName = "volcano"
