@@ -4,7 +4,7 @@
 #   make bench  verb latency, allocations and memory, then throughput through the real scheduler
 GO ?= go
 
-.PHONY: all build test unit e2e demo bench bench-throughput bench-packing control-plane scheduler-plugins training-operator vet fmt image clean
+.PHONY: all build test unit e2e demo bench bench-throughput bench-packing control-plane scheduler-plugins training-operator volcano vet fmt image clean
 
 all: build
 
@@ -29,6 +29,12 @@ scheduler-plugins:
 training-operator:
 	bash hack/build-training-operator.sh
 
+# Volcano v1.10.0's controller-manager, built once from test/tools/volcano into
+# bin/vc-controller-manager (about 3 minutes the first time). The end-to-end suite runs its job
+# controller to check lockstep against the PodGroups and pods a vcjob makes.
+volcano:
+	bash hack/build-volcano.sh
+
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -36,7 +42,7 @@ vet:
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
-e2e: control-plane training-operator
+e2e: control-plane training-operator volcano
 	$(GO) test -race -count=1 -timeout 30m -v ./test/e2e/
 
 test: vet control-plane unit e2e

@@ -1,10 +1,8 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,7 +71,7 @@ func StartTrainingOperator(ctx context.Context, c *cluster.Cluster, gangSchedule
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	if err := checkTrainingOperatorBinary(c.BinDir); err != nil {
+	if err := checkBinary(c.BinDir, TrainingOperatorBinary, "training-operator"); err != nil {
 		return nil, err
 	}
 	if err := installTrainingOperatorCRDs(ctx, c.RESTConfig, gangSchedulerName); err != nil {
@@ -124,25 +122,13 @@ func launchTrainingOperator(c *cluster.Cluster, gangSchedulerName string, webhoo
 	for _, s := range trainingOperatorSchemes {
 		args = append(args, "--enable-scheme="+s)
 	}
-	logPath := filepath.Join(c.WorkDir, TrainingOperatorBinary+".log")
-	if st, err := os.Stat(logPath); err == nil {
-		from = st.Size()
-	}
+	from = logOffset(filepath.Join(c.WorkDir, TrainingOperatorBinary+".log"))
 	proc, err := c.StartComponent(TrainingOperatorBinary, TrainingOperatorBinary, args...)
 	if err != nil {
 		return nil, 0, err
 	}
 	return &TrainingOperator{GangSchedulerName: gangSchedulerName, LogPath: proc.LogPath(),
 		client: c.Client, proc: proc, logf: logf}, from, nil
-}
-
-func checkTrainingOperatorBinary(binDir string) error {
-	st, err := os.Stat(filepath.Join(binDir, TrainingOperatorBinary))
-	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		return fmt.Errorf("harness: %s not found in %s: run `make training-operator` "+
-			"(hack/build-training-operator.sh)", TrainingOperatorBinary, binDir)
-	}
-	return nil
 }
 
 // installTrainingOperatorCRDs installs the TFJob and MPIJob CRDs and the PodGroup CRD of the
@@ -273,15 +259,7 @@ func (o *TrainingOperator) mountCerts(ctx context.Context) (bool, error) {
 // controllersStarted says whether this run's log (from offset from) has controller-runtime's
 // "Starting workers" line for every scheme's controller.
 func (o *TrainingOperator) controllersStarted(from int64) (bool, error) {
-	f, err := os.Open(o.LogPath)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		return false, err
-	}
-	out, err := io.ReadAll(f)
+	out, err := logSince(o.LogPath, from)
 	if err != nil {
 		return false, err
 	}
@@ -291,16 +269,6 @@ func (o *TrainingOperator) controllersStarted(from int64) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// hasLine says whether some line of text holds both a and b.
-func hasLine(text []byte, a, b string) bool {
-	for line := range bytes.Lines(text) {
-		if bytes.Contains(line, []byte(a)) && bytes.Contains(line, []byte(b)) {
-			return true
-		}
-	}
-	return false
 }
 
 // Tail returns the last n lines of the operator's log, for failure messages.

@@ -40,6 +40,7 @@ var (
 		"config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml",
 		"config/crd/volcano/bases/scheduling.volcano.sh_queues.yaml",
 		"config/crd/volcano/bases/batch.volcano.sh_jobs.yaml",
+		"config/crd/volcano/bases/bus.volcano.sh_commands.yaml",
 	}}
 	koordinator = crdSet{"github.com/koordinator-sh/koordinator", "v1.6.0", []string{
 		"config/crd/bases/scheduling.sigs.k8s.io_podgroups.yaml",
@@ -58,9 +59,10 @@ var (
 // the group the training-operator v1.8.1 creates for --gang-scheduler-name=scheduler-plugins.
 func SchedulerPluginsCRDs(ctx context.Context) ([]string, error) { return schedulerPlugins.paths(ctx) }
 
-// VolcanoCRDs is Volcano v1.10.0's PodGroup and Queue (scheduling.volcano.sh/v1beta1) and Job
-// (batch.volcano.sh/v1alpha1). Its PodGroup has no status subresource: status is written with
-// the object.
+// VolcanoCRDs is Volcano v1.10.0's PodGroup and Queue (scheduling.volcano.sh/v1beta1), Job
+// (batch.volcano.sh/v1alpha1) and Command (bus.volcano.sh/v1alpha1, which its job controller
+// watches and waits for). Its PodGroup has no status subresource: status is written with the
+// object.
 func VolcanoCRDs(ctx context.Context) ([]string, error) { return volcano.paths(ctx) }
 
 // KoordinatorCRDs is Koordinator v1.6.0's PodGroup (scheduling.sigs.k8s.io/v1alpha1, the
