@@ -68,10 +68,10 @@ var plainEntryEndings = func() (endings [11]string) {
 }()
 
 // appendFilterResult writes the extenderv1.ExtenderFilterResult of a nodeCacheCapable call:
-// the feasible names and, when there are any, the nodes that failed and why. plain says every
-// feasible name is known to need no escaping; encoded, when not empty, is feasible already
-// encoded as a JSON array.
-func appendFilterResult(dst []byte, feasible []string, plain bool, encoded string, failed map[string]string) []byte {
+// the feasible names and, when there are any, the nodes that failed and why, those preemption
+// might cure (resolvable) apart from the others. plain says every feasible name is known to need
+// no escaping; encoded, when not empty, is feasible already encoded as a JSON array.
+func appendFilterResult(dst []byte, feasible []string, plain bool, encoded string, resolvable, unresolvable map[string]string) []byte {
 	dst = append(dst, `{"Nodes":null,"NodeNames":`...)
 	if encoded != "" {
 		dst = append(dst, encoded...)
@@ -85,17 +85,22 @@ func appendFilterResult(dst []byte, feasible []string, plain bool, encoded strin
 		}
 		dst = append(dst, ']')
 	}
-	dst = append(dst, `,"FailedNodes":null,"FailedAndUnresolvableNodes":`...)
-	if failed == nil {
-		dst = append(dst, "null"...)
-	} else {
-		// The library sorts keys and escapes as the encoder does. Failures come with gang
-		// members waiting or placed and with full clusters, not with the calls that make up
-		// most of the load.
-		failures, _ := json.Marshal(failed)
-		dst = append(dst, failures...)
-	}
+	dst = append(dst, `,"FailedNodes":`...)
+	dst = appendFailures(dst, resolvable)
+	dst = append(dst, `,"FailedAndUnresolvableNodes":`...)
+	dst = appendFailures(dst, unresolvable)
 	return append(dst, `,"Error":""}`+"\n"...)
+}
+
+// appendFailures writes a map of failed nodes and their reasons, null when nil.
+func appendFailures(dst []byte, failed map[string]string) []byte {
+	if failed == nil {
+		return append(dst, "null"...)
+	}
+	// The library sorts keys and escapes as the encoder does. Failures come with gang members
+	// waiting or placed and with full clusters, not with the calls that make up most of the load.
+	failures, _ := json.Marshal(failed)
+	return append(dst, failures...)
 }
 
 func appendString(dst []byte, s string, plain bool) []byte {

@@ -39,6 +39,9 @@ type Scheduler interface {
 	// Prioritize scores nodes in dst's storage when it has room.
 	Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int64
 	Bind(ctx context.Context, namespace, name string, uid types.UID, node string) error
+	// Preempt reviews the scheduler's preemption candidates: each node with the UIDs of the pods
+	// it would evict there.
+	Preempt(pod *corev1.Pod, candidates map[string][]types.UID) gang.PreemptResult
 	Status(namespace string) []gang.GangStatus
 	Nodes(onlyProblems bool) []gang.NodeStatus
 }
@@ -66,7 +69,7 @@ type server struct {
 	names   nameTable
 }
 
-// NewHandler returns the extender's routes: POST /filter, /prioritize and /bind for the
+// NewHandler returns the extender's routes: POST /filter, /prioritize, /bind and /preempt for the
 // scheduler; GET /debug/gangs, /debug/nodes, /healthz, /readyz and /metrics for people and probes.
 func NewHandler(sched Scheduler, opts Options) http.Handler {
 	if opts.MaxRequestBytes <= 0 {
@@ -78,7 +81,7 @@ func NewHandler(sched Scheduler, opts Options) http.Handler {
 	s := &server{sched: sched, opts: opts}
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; the extender serves POST /filter, /prioritize, /bind and GET /debug/gangs, /debug/nodes", r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; the extender serves POST /filter, /prioritize, /bind, /preempt and GET /debug/gangs, /debug/nodes", r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
@@ -95,6 +98,7 @@ func NewHandler(sched Scheduler, opts Options) http.Handler {
 	r.Post("/filter", s.timed("filter", s.filter))
 	r.Post("/prioritize", s.timed("prioritize", s.prioritize))
 	r.Post("/bind", s.timed("bind", s.bind))
+	r.Post("/preempt", s.timed("preempt", s.preempt))
 	r.Get("/debug/gangs", s.gangs)
 	r.Get("/debug/nodes", s.nodes)
 	if opts.Profiling {
@@ -118,6 +122,7 @@ func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
 	}
 	defer call.release()
 	result := s.sched.Filter(call.args.Pod, call.names)
+	resolvable, unresolvable := splitFailures(result)
 
 	if call.namesSent() {
 		// nodeCacheCapable: the scheduler sent names and reads names back. Feasible holds only
@@ -126,7 +131,7 @@ func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
 		if result.AllPass {
 			feasible, asSent = call.names, call.namesAsSent()
 		}
-		call.answer = appendFilterResult(call.answer, feasible, call.plainNames, asSent, result.Failed)
+		call.answer = appendFilterResult(call.answer, feasible, call.plainNames, asSent, resolvable, unresolvable)
 		return writeRaw(w, call.answer)
 	}
 	passing := result.Passing(call.names)
@@ -140,7 +145,30 @@ func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
 			list.Items = append(list.Items, call.args.Nodes.Items[i])
 		}
 	}
-	return writeJSON(w, http.StatusOK, &extenderv1.ExtenderFilterResult{Nodes: list, FailedAndUnresolvableNodes: result.Failed})
+	return writeJSON(w, http.StatusOK, &extenderv1.ExtenderFilterResult{Nodes: list, FailedNodes: resolvable, FailedAndUnresolvableNodes: unresolvable})
+}
+
+// splitFailures sorts a filter's failed nodes into those the scheduler's preemption might cure
+// (its FailedNodes) and the rest (FailedAndUnresolvableNodes, which it does not preempt on). An
+// answer without resolvable failures passes its failures on as they are; an empty part is nil,
+// which encodes as null.
+func splitFailures(r gang.FilterResult) (resolvable, unresolvable map[string]string) {
+	if len(r.Resolvable) == 0 {
+		return nil, r.Failed
+	}
+	resolvable = make(map[string]string, len(r.Resolvable))
+	unresolvable = make(map[string]string, len(r.Failed)-len(r.Resolvable))
+	for node, reason := range r.Failed {
+		if r.Resolvable[node] {
+			resolvable[node] = reason
+		} else {
+			unresolvable[node] = reason
+		}
+	}
+	if len(unresolvable) == 0 {
+		unresolvable = nil
+	}
+	return resolvable, unresolvable
 }
 
 func (s *server) prioritize(w http.ResponseWriter, r *http.Request) int {

@@ -32,15 +32,22 @@ import (
 type stubScheduler struct {
 	mu sync.Mutex
 
-	filterResult gang.FilterResult
-	bindErr      error
-	status       []gang.GangStatus
+	filterResult  gang.FilterResult
+	bindErr       error
+	status        []gang.GangStatus
+	preemptResult gang.PreemptResult
 
 	filterPods  []*corev1.Pod
 	filterNodes [][]string
 	prioNodes   [][]string
 	binds       []bindArgs
 	statusNS    []string
+	preempts    []preemptArgs
+}
+
+type preemptArgs struct {
+	Pod        string
+	Candidates map[string][]types.UID
 }
 
 type bindArgs struct {
@@ -85,6 +92,13 @@ func (s *stubScheduler) Bind(_ context.Context, namespace, name string, uid type
 	return s.bindErr
 }
 
+func (s *stubScheduler) Preempt(pod *corev1.Pod, candidates map[string][]types.UID) gang.PreemptResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.preempts = append(s.preempts, preemptArgs{pod.Namespace + "/" + pod.Name, candidates})
+	return s.preemptResult
+}
+
 func (s *stubScheduler) Nodes(onlyProblems bool) []gang.NodeStatus {
 	if onlyProblems {
 		return []gang.NodeStatus{{Name: "bad", TopologyError: "broken"}}
@@ -102,7 +116,7 @@ func (s *stubScheduler) Status(namespace string) []gang.GangStatus {
 func (s *stubScheduler) calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.filterPods) + len(s.prioNodes) + len(s.binds) + len(s.statusNS)
+	return len(s.filterPods) + len(s.prioNodes) + len(s.binds) + len(s.statusNS) + len(s.preempts)
 }
 
 // serve starts the handler behind a real HTTP server. A panic in a handler fails the test (net/http
@@ -243,6 +257,87 @@ func TestFilterFullNodes(t *testing.T) {
 	require.Equal(t, []string{"n-0", "n-1", "n-2"}, stub.filterNodes[0], "names taken from the full objects")
 }
 
+// Failures preemption might cure go to FailedNodes, where the scheduler's preemption looks; the
+// rest to FailedAndUnresolvableNodes, in both the nodeCacheCapable answer and the other.
+func TestFilterResolvableFailures(t *testing.T) {
+	failed := map[string]string{
+		"n-1": "insufficient nvidia.com/gpu: needs 2, 1 free",
+		"n-2": "2 nvidia.com/gpu reserved for gang default/a: needs 2, 0 free outside reservations",
+	}
+	names := []string{"n-0", "n-1", "n-2"}
+	list := &corev1.NodeList{}
+	for _, n := range names {
+		list.Items = append(list.Items, *builders.Node(n).GPU(2).Obj())
+	}
+	cases := []struct {
+		name       string
+		args       extenderv1.ExtenderArgs
+		resolvable map[string]bool
+		want       extenderv1.ExtenderFilterResult
+	}{
+		{"names, some resolvable", extenderv1.ExtenderArgs{Pod: testPod(), NodeNames: &names}, map[string]bool{"n-1": true},
+			extenderv1.ExtenderFilterResult{NodeNames: &[]string{"n-0"}, FailedNodes: extenderv1.FailedNodesMap{"n-1": failed["n-1"]},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{"n-2": failed["n-2"]}}},
+		{"names, all resolvable", extenderv1.ExtenderArgs{Pod: testPod(), NodeNames: &names}, map[string]bool{"n-1": true, "n-2": true},
+			extenderv1.ExtenderFilterResult{NodeNames: &[]string{"n-0"}, FailedNodes: extenderv1.FailedNodesMap(failed)}},
+		{"names, none resolvable", extenderv1.ExtenderArgs{Pod: testPod(), NodeNames: &names}, nil,
+			extenderv1.ExtenderFilterResult{NodeNames: &[]string{"n-0"}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap(failed)}},
+		{"full nodes, some resolvable", extenderv1.ExtenderArgs{Pod: testPod(), Nodes: list}, map[string]bool{"n-1": true},
+			extenderv1.ExtenderFilterResult{Nodes: &corev1.NodeList{Items: list.Items[:1]}, FailedNodes: extenderv1.FailedNodesMap{"n-1": failed["n-1"]},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{"n-2": failed["n-2"]}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := &stubScheduler{filterResult: gang.FilterResult{Feasible: []string{"n-0"}, Failed: failed, Resolvable: tc.resolvable}}
+			srv := serve(t, stub, extender.Options{})
+			code, raw := post(t, srv, "/filter", tc.args)
+			require.Equal(t, http.StatusOK, code, string(raw))
+			require.JSONEq(t, string(mustJSON(t, tc.want)), string(raw))
+		})
+	}
+}
+
+// The preempt verb hands the manager each candidate's victims by UID, whichever form the
+// scheduler sent them in, and answers with the kept candidates' victims as UIDs, as sent.
+func TestPreempt(t *testing.T) {
+	victim := func(name string) *corev1.Pod { return builders.Pod("default", name).GPU(1).Node("n-0").Obj() }
+	meta := func(pdb int64, pods ...*corev1.Pod) *extenderv1.MetaVictims {
+		out := &extenderv1.MetaVictims{Pods: []*extenderv1.MetaPod{}, NumPDBViolations: pdb}
+		for _, p := range pods {
+			out.Pods = append(out.Pods, &extenderv1.MetaPod{UID: string(p.UID)})
+		}
+		return out
+	}
+	a, b, c := victim("a"), victim("b"), victim("c")
+	cases := []struct {
+		name string
+		args extenderv1.ExtenderPreemptionArgs
+	}{
+		{"UIDs (nodeCacheCapable)", extenderv1.ExtenderPreemptionArgs{Pod: testPod(), NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
+			"n-0": meta(1, a), "n-1": meta(0, b, c)}}},
+		{"whole pods", extenderv1.ExtenderPreemptionArgs{Pod: testPod(), NodeNameToVictims: map[string]*extenderv1.Victims{
+			"n-0": {Pods: []*corev1.Pod{a}, NumPDBViolations: 1}, "n-1": {Pods: []*corev1.Pod{b, c}}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := &stubScheduler{preemptResult: gang.PreemptResult{Kept: []string{"n-0"}, Dropped: map[string]string{"n-1": "gang default/mpi: ..."}}}
+			srv := serve(t, stub, extender.Options{})
+			code, raw := post(t, srv, "/preempt", tc.args)
+			require.Equal(t, http.StatusOK, code, string(raw))
+			require.Contains(t, string(raw), `"NodeNameToMetaVictims":{"n-0":{"Pods":[{"UID":"`+string(a.UID)+`"}],"NumPDBViolations":1}}`)
+			out := decode[extenderv1.ExtenderPreemptionResult](t, raw)
+			require.Equal(t, map[string]*extenderv1.MetaVictims{"n-0": meta(1, a)}, out.NodeNameToMetaVictims)
+			require.Equal(t, []preemptArgs{{"default/w-0", map[string][]types.UID{"n-0": {a.UID}, "n-1": {b.UID, c.UID}}}}, stub.preempts)
+		})
+	}
+
+	// Nothing kept is an answer too: the scheduler then has no candidate and evicts nothing.
+	stub := &stubScheduler{preemptResult: gang.PreemptResult{Dropped: map[string]string{"n-0": "no"}}}
+	code, raw := post(t, serve(t, stub, extender.Options{}), "/preempt", cases[0].args)
+	require.Equal(t, http.StatusOK, code, string(raw))
+	require.JSONEq(t, `{"NodeNameToMetaVictims":{}}`, string(raw))
+}
+
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	raw, err := json.Marshal(v)
@@ -318,7 +413,12 @@ func TestBadRequests(t *testing.T) {
 		{"bind malformed", "POST", "/bind", `[`, 400, "decoding ExtenderBindingArgs"},
 		{"body over the limit", "POST", "/filter", extenderv1.ExtenderArgs{Pod: big, NodeNames: &names}, 413, "4096-byte limit"},
 		{"bind body over the limit", "POST", "/bind", strings.Repeat(" ", 2*limit) + "{}", 413, "4096-byte limit"},
-		{"unknown path", "POST", "/preempt", `{}`, 404, "no such path /preempt"},
+		{"preempt malformed", "POST", "/preempt", `{"Pod": [`, 400, "decoding ExtenderPreemptionArgs: malformed JSON"},
+		{"preempt wrong type", "POST", "/preempt", `{"Pod": {}, "NodeNameToMetaVictims": []}`, 400, `decoding ExtenderPreemptionArgs: field "NodeNameToMetaVictims"`},
+		{"missing pod in preempt", "POST", "/preempt", extenderv1.ExtenderPreemptionArgs{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}}, 400, "ExtenderPreemptionArgs.Pod is missing"},
+		{"preempt body over the limit", "POST", "/preempt", extenderv1.ExtenderPreemptionArgs{Pod: big}, 413, "4096-byte limit"},
+		{"GET preempt", "GET", "/preempt", nil, 405, "not allowed"},
+		{"unknown path", "POST", "/unreserve", `{}`, 404, "no such path /unreserve; the extender serves POST /filter, /prioritize, /bind, /preempt"},
 		{"unknown GET", "GET", "/nothing", nil, 404, "no such path"},
 		{"GET filter", "GET", "/filter", nil, 405, "method GET not allowed on /filter"},
 		{"GET bind", "GET", "/bind", nil, 405, "not allowed"},
@@ -453,23 +553,11 @@ func TestConcurrentRequests(t *testing.T) {
 	require.Positive(t, binder.n.Load())
 }
 
-// roundTrip runs filter, prioritize and (when a node passed) bind for one pod over HTTP.
+// roundTrip runs filter, preempt, prioritize and (when a node passed) bind for one pod over HTTP.
 func roundTrip(srv *httptest.Server, pod *corev1.Pod, names []string) error {
-	call := func(path string, in, out any) error {
-		raw, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		resp, err := srv.Client().Post(srv.URL+path, "application/json", bytes.NewReader(raw))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			body, _ := io.ReadAll(resp.Body)
-			return fmt.Errorf("%s: %d %s", path, resp.StatusCode, body)
-		}
-		return json.NewDecoder(resp.Body).Decode(out)
+	call := func(path string, in, out any) error { return postJSON(srv, path, in, out) }
+	if err := preemptTrip(srv, pod, names); err != nil {
+		return err
 	}
 	var fr extenderv1.ExtenderFilterResult
 	if err := call("/filter", extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names}, &fr); err != nil {
@@ -480,7 +568,7 @@ func roundTrip(srv *httptest.Server, pod *corev1.Pod, names []string) error {
 	if fr.NodeNames != nil {
 		feasible = *fr.NodeNames
 	}
-	if len(feasible)+len(fr.FailedAndUnresolvableNodes) != len(names) {
+	if len(feasible)+len(fr.FailedNodes)+len(fr.FailedAndUnresolvableNodes) != len(names) {
 		return fmt.Errorf("filter answer does not account for every node: %+v", fr)
 	}
 	var pr extenderv1.HostPriorityList
@@ -528,4 +616,41 @@ func TestProfiling(t *testing.T) {
 		code, body := get(t, srv, "/debug/gangs")
 		require.Equal(t, http.StatusOK, code, string(body))
 	}
+}
+
+// postJSON posts in and decodes a 200 answer into out.
+func postJSON(srv *httptest.Server, path string, in, out any) error {
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	resp, err := srv.Client().Post(srv.URL+path, "application/json", bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s: %d %s", path, resp.StatusCode, body)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// preemptTrip asks to preempt a pod nobody knows on every node for the pod: the answer may keep
+// only offered nodes, with their victims as sent.
+func preemptTrip(srv *httptest.Server, pod *corev1.Pod, names []string) error {
+	victims := map[string]*extenderv1.MetaVictims{}
+	for _, n := range names {
+		victims[n] = &extenderv1.MetaVictims{Pods: []*extenderv1.MetaPod{{UID: "nobody"}}, NumPDBViolations: 1}
+	}
+	var out extenderv1.ExtenderPreemptionResult
+	if err := postJSON(srv, "/preempt", extenderv1.ExtenderPreemptionArgs{Pod: pod, NodeNameToMetaVictims: victims}, &out); err != nil {
+		return err
+	}
+	for n, v := range out.NodeNameToMetaVictims {
+		if sent, ok := victims[n]; !ok || v == nil || len(v.Pods) != 1 || *v.Pods[0] != *sent.Pods[0] || v.NumPDBViolations != 1 {
+			return fmt.Errorf("preempt kept %s with victims %+v, not as offered", n, v)
+		}
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 )
 
@@ -196,31 +197,54 @@ func FuzzHostPriorities(f *testing.F) {
 	})
 }
 
-// The hand-written filter answer must be exactly what the encoder writes for the same result.
+// The hand-written filter answer must be exactly what the encoder writes for the same result,
+// its failures split into those preemption might cure and the others. resolvable's bits mark the
+// two failed nodes resolvable.
 func FuzzFilterResult(f *testing.F) {
-	f.Add("node-0", "node-1", "", false)
-	f.Add("a<b", "n\u00f6d\xff", "insufficient \"gpu\" & <more>", true)
-	f.Fuzz(func(t *testing.T, pass, fail, reason string, failing bool) {
+	f.Add("node-0", "node-1", "", false, uint8(0))
+	f.Add("a<b", "n\u00f6d\xff", "insufficient \"gpu\" & <more>", true, uint8(0))
+	f.Add("node-0", "node-1", "insufficient nvidia.com/gpu: needs 2, 1 free", true, uint8(1))
+	f.Add("node-0", "node-<1>", "insufficient cpu", true, uint8(3))
+	f.Fuzz(func(t *testing.T, pass, fail, reason string, failing bool, resolvable uint8) {
 		feasible := []string{pass}
-		var failed map[string]string
+		var result gang.FilterResult
 		if failing {
-			failed = map[string]string{fail: reason, fail + "-2": reason + "!"}
+			result.Failed = map[string]string{fail: reason, fail + "-2": reason + "!"}
+			for i, node := range []string{fail, fail + "-2"} {
+				if resolvable&(1<<i) != 0 {
+					if result.Resolvable == nil {
+						result.Resolvable = map[string]bool{}
+					}
+					result.Resolvable[node] = true
+				}
+			}
+		}
+		cure, noCure := splitFailures(result)
+		require.Len(t, cure, len(result.Resolvable))
+		for node, why := range result.Failed {
+			if result.Resolvable[node] {
+				require.Equal(t, why, cure[node])
+			} else {
+				require.Equal(t, why, noCure[node])
+			}
 		}
 		var want bytes.Buffer
 		require.NoError(t, stdjson.NewEncoder(&want).Encode(extenderv1.ExtenderFilterResult{
-			NodeNames: &feasible, FailedAndUnresolvableNodes: failed}))
-		require.Equal(t, want.String(), string(appendFilterResult(nil, feasible, false, "", failed)))
+			NodeNames: &feasible, FailedNodes: cure, FailedAndUnresolvableNodes: noCure}))
+		require.Equal(t, want.String(), string(appendFilterResult(nil, feasible, false, "", cure, noCure)))
 		if allPlain(feasible) {
-			require.Equal(t, want.String(), string(appendFilterResult(nil, feasible, true, "", failed)))
+			require.Equal(t, want.String(), string(appendFilterResult(nil, feasible, true, "", cure, noCure)))
 		}
-		// Every offered node passing, the array is copied from the request when it can be.
+		// Every offered node passing, the array is copied from the request when it can be. (A name
+		// that is not valid UTF-8 comes back from the round trip as another name, with another
+		// answer.)
 		names, err := stdjson.Marshal(feasible)
 		require.NoError(t, err)
 		call := newExtenderCall()
 		defer call.release()
-		if call.decode([]byte(`{"Pod":{},"NodeNames":`+string(names)+`}`), new(nameTable)) == nil {
+		if call.decode([]byte(`{"Pod":{},"NodeNames":`+string(names)+`}`), new(nameTable)) == nil && slices.Equal(call.names, feasible) {
 			asSent := call.namesAsSent()
-			require.Equal(t, want.String(), string(appendFilterResult(nil, call.names, call.plainNames, asSent, failed)), "as sent %q", asSent)
+			require.Equal(t, want.String(), string(appendFilterResult(nil, call.names, call.plainNames, asSent, cure, noCure)), "as sent %q", asSent)
 		}
 	})
 }

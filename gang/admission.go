@@ -26,6 +26,12 @@ type admission struct {
 	// takes, or (join) a new one for a member beyond the plan. It moves to node.
 	slot *slot
 	join bool
+	// yield are lower-priority reservations the new one takes the capacity of.
+	yield []*reservation
+	// evict are the lower-priority pods the new one needs gone (gang preemption).
+	evict []victimUnit
+	// hold, when set, is a starving gang's new claim on capacity as it frees.
+	hold *reservation
 }
 
 // admit decides for a member whose gang has no quorum yet, through the gang's live reservation
@@ -42,21 +48,58 @@ func (m *Manager) admit(p *podInfo, g *gangInfo, spec *gangspec.Spec, res *reser
 		return admission{wait: fmt.Sprintf("gang %s: its reservation timed out; it plans again in %s so that other waiting gangs get the capacity first",
 			g.key, wait.Truncate(time.Second)+time.Second)}
 	}
-	held, heldBy := m.book.held(g.key)
-	in := m.planView(g, held, nil)
-	allowed := nodeSet(offered)
-	for i, q := range members {
-		pm := placement.Member{Name: q.key(), Requests: q.requests}
-		if i == 0 {
-			pm.Allowed = allowed // the member at filter can use only what the scheduler offered
+	toPlace := planMembers(members, offered)
+	in, plan, heldBy := m.planQuorum(g, toPlace, everyOther(g.key))
+	if plan.OK {
+		return admission{reserve: m.newReservation(g, spec, members, plan.Nodes), node: plan.Nodes[0]}
+	}
+	// Free capacity is not enough: take over lower-priority reservations, or else evict
+	// lower-priority pods, whichever makes the whole quorum fit.
+	if yield, taken := m.planTakeover(g, toPlace); taken.OK {
+		return admission{reserve: m.newReservation(g, spec, members, taken.Nodes), node: taken.Nodes[0], yield: yield}
+	}
+	if m.mayPreempt(g) {
+		if victims, freed := m.planPreemption(g, toPlace); freed.OK {
+			return admission{reserve: m.newReservation(g, spec, members, freed.Nodes), node: freed.Nodes[0], evict: victims}
 		}
-		in.Members = append(in.Members, pm)
 	}
-	plan := placement.Place(in)
-	if !plan.OK {
-		return admission{wait: placement.Explain(g.key, in, plan.Failed, heldBy)}
+	if h := m.liveHold(g.key); h != nil {
+		return admission{wait: m.holdWords(g, h)}
 	}
-	return admission{reserve: m.newReservation(g, spec, members, plan.Nodes), node: plan.Nodes[0]}
+	if h := m.planHold(g, members, toPlace); h != nil {
+		return admission{wait: m.holdWords(g, h), hold: h}
+	}
+	return admission{wait: placement.Explain(g.key, in, plan.Failed, heldBy)}
+}
+
+// planMembers are the members of a new reservation as the planner takes them; the first, the
+// member at filter, can use only the nodes the scheduler offered (any, when offered is nil).
+func planMembers(members []*podInfo, offered []string) []placement.Member {
+	out := make([]placement.Member, len(members))
+	for i, q := range members {
+		out[i] = placement.Member{Name: q.key(), Requests: q.requests}
+	}
+	if offered != nil {
+		out[0].Allowed = nodeSet(offered)
+	}
+	return out
+}
+
+// planQuorum places members beside bound pods and the reservations the view respects; heldBy is
+// what those hold per gang, for the reason the gang waits.
+func (m *Manager) planQuorum(g *gangInfo, members []placement.Member, v view) (placement.Input, placement.Plan, map[string]placement.Resources) {
+	return m.planQuorumFreed(g, members, v, nil)
+}
+
+// planQuorumFreed is planQuorum as if freed (per node) were given back by pods about to go.
+func (m *Manager) planQuorumFreed(g *gangInfo, members []placement.Member, v view, freed map[string]placement.Resources) (placement.Input, placement.Plan, map[string]placement.Resources) {
+	held, heldBy := m.book.held(v)
+	for node, r := range freed {
+		held[node] = held[node].Sub(r)
+	}
+	in := m.planView(g, held, nil)
+	in.Members = members
+	return in, placement.Place(in), heldBy
 }
 
 // quorumMembers are the members a new reservation is for: the one at filter first, then the
@@ -106,7 +149,7 @@ func quorumMembers(p *podInfo, g *gangInfo, spec *gangspec.Spec) (members []*pod
 // holds its slot already.
 func (m *Manager) newReservation(g *gangInfo, spec *gangspec.Spec, members []*podInfo, nodes []string) *reservation {
 	now := m.now()
-	res := &reservation{gang: g.key, created: now, expires: now.Add(m.waitingTime(spec)), done: make(chan struct{})}
+	res := &reservation{gang: g.key, priority: g.priority(), created: now, expires: now.Add(m.waitingTime(spec)), done: make(chan struct{})}
 	for i, q := range members {
 		s := &slot{plannedFor: q.uid, node: nodes[i], requests: q.requests, state: slotPlanned}
 		if i == 0 {
@@ -126,10 +169,12 @@ func (m *Manager) admitToReservation(p *podInfo, g *gangInfo, res *reservation, 
 	}
 	if s == nil {
 		// A member beyond the plan (total-number above min-available) joins the reservation when
-		// free capacity holds it; otherwise it waits to schedule as an ordinary pod after quorum.
-		node := m.bestFreeNode(p.requests, g, allowed, nil)
+		// free capacity holds it, beside the quorums of waiting gangs at its priority or above;
+		// otherwise it waits to schedule as an ordinary pod after quorum.
+		protect, _ := m.protectedQuorums(g.key, g.priority())
+		node := m.bestFreeNode(p.requests, g, allowed, nil, protect)
 		if node == "" || res.state != reserving {
-			return admission{wait: fmt.Sprintf("gang %s: its %d reserved places are taken by other members; this member schedules once the gang is bound",
+			return admission{wait: fmt.Sprintf("gang %s: its %d reserved places are taken by other members, and members beyond its quorum leave free capacity to the quorums of waiting gangs; this member schedules once the gang is bound",
 				g.key, len(res.slots))}
 		}
 		s, join = &slot{plannedFor: p.uid, node: node, requests: p.requests, state: slotPlanned}, true
@@ -142,7 +187,7 @@ func (m *Manager) admitToReservation(p *podInfo, g *gangInfo, res *reservation, 
 	if s.state > slotReserved {
 		return admission{slot: s, wait: fmt.Sprintf("gang %s: member %s is waiting for quorum on node %s, which the scheduler no longer offers", g.key, p.key(), s.node)}
 	}
-	moveTo := m.bestFreeNode(p.requests, g, allowed, s)
+	moveTo := m.bestFreeNode(p.requests, g, allowed, s, nil)
 	if moveTo == "" {
 		return admission{slot: s, wait: fmt.Sprintf("gang %s: member %s's reserved node %s is ruled out by the scheduler's other filters and no offered node has room for %s",
 			g.key, p.key(), s.node, p.requests)}
@@ -169,16 +214,29 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 	case a.wait != "":
 		g.lastReason = a.wait
 		g.attempts++
+		if a.hold != nil {
+			m.holdLocked(g, a.hold)
+		}
 		fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonGangWaiting, a.wait)
 	case a.reserve != nil:
 		r := a.reserve
+		for _, y := range a.yield {
+			m.yieldLocked(y, "gang "+g.key, r.priority, fx)
+		}
+		if h := m.liveHold(g.key); h != nil {
+			m.book.release(h) // the quorum fits: the hold has done its job
+		}
 		m.book.add(r, r.expires.Sub(r.created))
-		g.reservation, g.timedOut = r, false
+		// Should this reservation go without binding, the gang waits again from now.
+		g.reservation, g.timedOut, g.waitingSince, g.takenBy = r, false, r.created, ""
 		need := len(r.slots)
-		g.lastReason = fmt.Sprintf("gang %s: %d %s reserved until %s; waiting for them to reach bind",
-			g.key, need, plural(need, "member", "members"), r.expires.UTC().Format("15:04:05"))
+		g.lastReason = fmt.Sprintf("gang %s: %d %s reserved until %s; waiting for them to reach bind%s",
+			g.key, need, plural(need, "member", "members"), r.expires.UTC().Format("15:04:05"), takenFrom(a.yield))
 		klog.V(2).InfoS("Gang reserved", "gang", g.key, "slots", need, "expires", r.expires)
 		fx.podEvent(p, corev1.EventTypeNormal, wellknown.ReasonGangReserved, g.lastReason)
+		if len(a.evict) > 0 {
+			m.preemptLocked(g, r, a.evict, fx)
+		}
 	}
 }
 
@@ -191,10 +249,14 @@ func (a admission) answer(gang string, offered []string) FilterResult {
 }
 
 // bestFreeNode picks, among allowed nodes, where req fits beside bound pods, other gangs'
-// reservations and the gang's own slots other than skip; the planner's packing rules choose.
-func (m *Manager) bestFreeNode(req placement.Resources, g *gangInfo, allowed map[string]bool, skip *slot) string {
-	held, _ := m.book.held(g.key)
-	if res := m.book.live(g.key); res != nil {
+// reservations, the gang's own slots other than skip and what protect sets aside; the planner's
+// packing rules choose.
+func (m *Manager) bestFreeNode(req placement.Resources, g *gangInfo, allowed map[string]bool, skip *slot, protect map[string]placement.Resources) string {
+	held, _ := m.book.held(everyOther(g.key))
+	for node, r := range protect {
+		held[node] = held[node].Add(r)
+	}
+	if res := m.liveReservation(g.key); res != nil {
 		for _, s := range res.slots {
 			if s != skip && s.holdsCapacity() {
 				held[s.node] = held[s.node].Add(s.requests)

@@ -74,7 +74,7 @@ func (m *Manager) decideBindLocked(p *podInfo, node string) bindDecision {
 	case g.satisfied(p.spec):
 		return bindDecision{pod: p}
 	}
-	res := m.book.live(g.key)
+	res := m.liveReservation(g.key)
 	var s *slot
 	if res != nil {
 		s = res.slotOf(p.uid)
@@ -154,6 +154,8 @@ func (m *Manager) heldOutcome(h *heldBind) error {
 		return nil
 	case h.slot.state == slotFailed:
 		return fmt.Errorf("gang %s: binding %s to %s failed: %w", h.gang.key, h.pod.key(), h.node, h.slot.err)
+	case h.res.yieldedTo != "":
+		return fmt.Errorf("gang %s: reservation given up to higher-priority %s; pod %s is not bound, and its gang plans again", h.gang.key, h.res.yieldedTo, h.pod.key())
 	case h.res.expired:
 		return fmt.Errorf("gang %s: reservation expired before quorum; pod %s is not bound", h.gang.key, h.pod.key())
 	default:
@@ -183,13 +185,18 @@ func (m *Manager) lookupPod(ctx context.Context, namespace, name string, uid typ
 
 // bindNow binds a pod that need not wait for anyone, with the GPUs chosen for it.
 func (m *Manager) bindNow(ctx context.Context, p *podInfo, node, kind string) error {
+	var fx effects
 	m.mu.Lock()
+	m.takeNodeLocked(p, node, &fx)
 	gpuIDs := m.ledger.chooseGPUs(node, p.uid, p.requests.GPU)
+	m.ledger.startBinding(node, p.requests)
 	m.mu.Unlock()
+	m.apply(&fx)
 	err := m.binder.Bind(ctx, p.namespace, p.name, p.uid, node, gpuIDs)
 	m.metrics.observeBind(kind, err)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.ledger.endBinding(node, p.requests)
 	if err != nil {
 		m.ledger.unchooseGPUs(node, p.uid, gpuIDs)
 		return fmt.Errorf("binding pod %s to node %s: %w", p.key(), node, err)

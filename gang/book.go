@@ -65,13 +65,49 @@ func (b *reservationBook) release(res *reservation) {
 // sweep evicts expired reservations, which reports each through the book's onExpired.
 func (b *reservationBook) sweep() { b.cache.DeleteExpired() }
 
-// held sums what live reservations hold per node, leaving out one gang's own (its members may use
-// what their gang holds), and the same per gang, for reasons.
-func (b *reservationBook) held(excludeGang string) (byNode, byGang map[string]placement.Resources) {
+// A view is which reservations a decision must respect: every live one but the deciding gang's
+// own (its members may use what their gang holds), less those that yield to the decider's
+// priority and those a takeover plan releases.
+type view struct {
+	own string
+	// priority, when takeover is set, is the decider's: reservations still reserving at a lower
+	// priority yield to it. Committing ones never yield: their bindings are being written.
+	priority int32
+	takeover bool
+	// released are reservations a takeover plan gives up.
+	released map[*reservation]bool
+	// quorums is capacity, per node, that members beyond their gang's quorum leave to the
+	// quorums of waiting gangs (protectedQuorums); quorumsOf names those gangs per node.
+	quorums   map[string]placement.Resources
+	quorumsOf map[string][]string
+}
+
+// everyOther is the view that respects every live reservation but own's.
+func everyOther(own string) view { return view{own: own} }
+
+// above is the view of a decider at priority: lower-priority reservations yield to it.
+func above(own string, priority int32) view {
+	return view{own: own, priority: priority, takeover: true}
+}
+
+// counts reports whether the view respects a reservation.
+func (v view) counts(key string, res *reservation) bool {
+	switch {
+	case key == v.own || res.state == released || v.released[res]:
+		return false
+	case v.takeover && res.yieldsTo(v.priority):
+		return false
+	}
+	return true
+}
+
+// held sums what the reservations the view respects hold per node, and the same per gang, for
+// reasons.
+func (b *reservationBook) held(v view) (byNode, byGang map[string]placement.Resources) {
 	byNode, byGang = map[string]placement.Resources{}, map[string]placement.Resources{}
 	for key, item := range b.cache.Items() {
 		res := item.Object.(*reservation)
-		if key == excludeGang || res.state == released {
+		if !v.counts(key, res) {
 			continue
 		}
 		for _, s := range res.slots {
@@ -84,16 +120,17 @@ func (b *reservationBook) held(excludeGang string) (byNode, byGang map[string]pl
 	return byNode, byGang
 }
 
-// holders names, sorted, the gangs other than excludeGang holding capacity on a node: the same
+// holders names, sorted, the gangs holding capacity on a node that the view respects: the same
 // message every time, so that the scheduler folds identical node reasons and lockstep's event
 // de-duplication holds.
-func (b *reservationBook) holders(node, excludeGang string) string {
+func (b *reservationBook) holders(node string, v view) string {
 	var names []string
 	for key, item := range b.cache.Items() {
-		if key == excludeGang {
+		res := item.Object.(*reservation)
+		if !v.counts(key, res) {
 			continue
 		}
-		for _, s := range item.Object.(*reservation).slots {
+		for _, s := range res.slots {
 			if s.node == node && s.holdsCapacity() {
 				names = append(names, key)
 				break
@@ -102,4 +139,35 @@ func (b *reservationBook) holders(node, excludeGang string) string {
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
+}
+
+// holder is the gang holding capacity under the starvation rule, "" for none.
+func (b *reservationBook) holder() string {
+	for key, item := range b.cache.Items() {
+		if item.Object.(*reservation).state == holding {
+			return key
+		}
+	}
+	return ""
+}
+
+// yielding lists the reservations that yield to a decider at priority (other than own's), the
+// lowest priority first and, among equals, the newest first: it has waited least.
+func (b *reservationBook) yielding(own string, priority int32) []*reservation {
+	var out []*reservation
+	for key, item := range b.cache.Items() {
+		if res := item.Object.(*reservation); key != own && res.yieldsTo(priority) {
+			out = append(out, res)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].priority != out[j].priority {
+			return out[i].priority < out[j].priority
+		}
+		if !out[i].created.Equal(out[j].created) {
+			return out[i].created.After(out[j].created)
+		}
+		return out[i].gang < out[j].gang
+	})
+	return out
 }

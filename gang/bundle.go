@@ -62,7 +62,7 @@ func (m *Manager) bundleMateLocked(key string) (g *gangInfo, res *reservation, w
 	case g.satisfied(spec):
 		return g, nil, ""
 	}
-	res = m.book.live(key)
+	res = m.liveReservation(key)
 	switch {
 	case res == nil:
 		return nil, nil, "gang " + key + " has no reservation"

@@ -41,7 +41,7 @@ type conditionWrite struct {
 // and its held bind brings the rest (a failing bind makes the scheduler retry every parked pod).
 func (m *Manager) capacityFreedLocked(freedBy string, fx *effects) {
 	for key, g := range m.ledger.gangs {
-		if key == freedBy || m.book.live(key) != nil {
+		if key == freedBy || m.liveReservation(key) != nil {
 			continue
 		}
 		m.wakeLocked(g, wellknown.ConditionReasonCapacityFreed, "capacity held by gang "+freedBy+" was released; gang "+key+" is being planned again", fx)

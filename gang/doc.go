@@ -9,6 +9,10 @@
 //     cache, and what they hold per node and per gang; expiry.go reports the ones that lapse;
 //   - admission (admission.go): filter's decision for a member before quorum (reserve these
 //     slots, wait with this reason, pass only this node), made by reading, then applied;
+//   - priority (takeover.go, line.go, victims.go, evict.go, starvation.go, preempt.go): lower
+//     reservations yield to higher work, the line of waiting gangs and the quorums members beyond
+//     their own quorum leave alone, gang preemption by whole units through the Eviction API, the
+//     starving gang's hold, and the review of kube-scheduler's own preemption;
 //   - the quorum bind and commit (bind.go, commit.go, commitrecord.go, binder.go);
 //   - effects (effects.go, conditions.go, metrics.go): Events and pod conditions collected under
 //     the lock and written after it is released.

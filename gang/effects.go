@@ -15,6 +15,8 @@ type effects struct {
 	conditions []conditionWrite
 	// gangs changed, for Config.OnGangChange.
 	gangs []string
+	// evictions are preemptions to carry out.
+	evictions []eviction
 }
 
 // touched notes that a gang changed.
@@ -53,6 +55,9 @@ func (m *Manager) apply(fx *effects) {
 		m.recorder.Event(e.ref, e.eventType, e.reason, e.message)
 	}
 	m.conditions.enqueue(fx.conditions)
+	for _, e := range fx.evictions {
+		go m.evict(e)
+	}
 	if m.cfg.OnGangChange != nil {
 		for _, g := range fx.gangs {
 			m.cfg.OnGangChange(g)

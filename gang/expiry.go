@@ -23,10 +23,20 @@ func (m *Manager) sweepExpired() {
 		select {
 		case <-tick.C:
 			m.book.sweep()
+			m.checkStarvation()
 		case <-m.stop:
 			return
 		}
 	}
+}
+
+// checkStarvation gives a starving gang its hold when no filter call did.
+func (m *Manager) checkStarvation() {
+	var fx effects
+	m.mu.Lock()
+	m.holdForStarvingLocked(&fx)
+	m.mu.Unlock()
+	m.apply(&fx)
 }
 
 // onExpired runs when the book evicts an expired reservation (or after its own release, which it

@@ -10,9 +10,14 @@ import (
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
-// FilterResult is lockstep's answer to the scheduler's filter call. Every failure is one that
-// preemption on that node would not cure (lockstep does not preempt for gangs), so the HTTP layer
-// reports them as unresolvable.
+// FilterResult is lockstep's answer to the scheduler's filter call.
+//
+// A failure is resolvable when evicting pods bound to the node might cure it: the pod, an
+// ordinary one or a member of a gang with quorum, does not fit beside the pods bound there. The
+// scheduler then considers the node for its preemption, which asks lockstep before it evicts
+// (Preempt). Every other failure is unresolvable: a node lockstep has not seen, capacity other
+// gangs' reservations hold, and every refusal of a gang member before quorum, for which lockstep
+// reserves itself and lets the scheduler evict nothing.
 type FilterResult struct {
 	// AllPass is true when every offered node passes; Feasible is then nil.
 	AllPass bool
@@ -20,6 +25,8 @@ type FilterResult struct {
 	Feasible []string
 	// Failed gives each failing node's reason.
 	Failed map[string]string
+	// Resolvable names the failed nodes whose failure is resolvable; nil when none is.
+	Resolvable map[string]bool
 }
 
 // Passing is the list of passing nodes, given the nodes offered.
@@ -41,7 +48,7 @@ func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
 	if ms.Gang == "" {
 		m.mu.RLock()
 		defer m.mu.RUnlock()
-		return m.filterFree(placement.PodRequests(pod), "", nodes)
+		return m.filterFree(placement.PodRequests(pod), above("", podPriority(pod)), nodes)
 	}
 	info := newPodInfoOf(pod, ms) // pure: built before taking the lock
 	var fx effects
@@ -68,10 +75,13 @@ func (m *Manager) filterMemberLocked(info *podInfo, nodes []string, fx *effects)
 		return a.answer(g.key, nodes)
 	}
 	if g.satisfied(p.spec) {
-		// Quorum is met: the rest of the gang schedules like ordinary pods.
-		return m.filterFree(p.requests, g.key, nodes)
+		// Quorum is met: the rest of the gang schedules like ordinary pods, beside the quorums of
+		// waiting gangs at its priority or above (quorums before extras).
+		v := above(g.key, g.priority())
+		v.quorums, v.quorumsOf = m.protectedQuorums(g.key, g.priority())
+		return m.filterFree(p.requests, v, nodes)
 	}
-	res := m.book.live(g.key)
+	res := m.liveReservation(g.key)
 	if res == nil {
 		m.catchUpExpiryLocked(g, fx)
 	}
@@ -86,23 +96,35 @@ func memberError(p *podInfo, g *gangInfo) error {
 	if p.specErr != nil {
 		return p.specErr
 	}
-	if ref, refPod := g.reference(); p.spec != nil && refPod != p {
-		return gangspec.Disagreement(p.key(), p.spec, ref, refPod.key())
+	ref, refPod := g.reference()
+	if p.spec == nil || refPod == p {
+		return nil
+	}
+	if err := gangspec.Disagreement(p.key(), p.spec, ref, refPod.key()); err != nil {
+		return err
+	}
+	if p.priority != refPod.priority {
+		return fmt.Errorf("pod %s: priority %d: gang %s already has priority %d (from pod %s); all members must agree (give them one PriorityClass)",
+			p.key(), p.priority, g.key, refPod.priority, refPod.key())
 	}
 	return nil
 }
 
-// filterFree passes the nodes where req fits beside bound pods and other gangs' reservations.
-// ownGang's reservation, if any, is the pod's own to use.
-func (m *Manager) filterFree(req placement.Resources, ownGang string, nodes []string) FilterResult {
-	held, _ := m.book.held(ownGang)
-	holders := func(node string) string { return m.book.holders(node, ownGang) }
+// filterFree passes the nodes where req fits beside bound pods and the reservations the view
+// respects: the pod's own gang's is its own to use, and those of lower-priority gangs yield to it
+// (the bind takes them over, see takeNodeLocked).
+func (m *Manager) filterFree(req placement.Resources, v view, nodes []string) FilterResult {
+	held, _ := m.book.held(v)
+	for node, r := range v.quorums {
+		held[node] = held[node].Add(r)
+	}
+	holders := func(node string) string { return m.holdersIn(node, v) }
 	var out FilterResult
 	var state placement.NodeState
 	for i, name := range nodes {
 		m.ledger.readNodeState(&state, name, held)
-		reason := placement.WhyNot(req, name, &state, holders)
-		if reason == "" {
+		reason, refusal := placement.WhyNot(req, name, &state, holders)
+		if refusal == placement.Fits {
 			if out.Failed != nil {
 				out.Feasible = append(out.Feasible, name)
 			}
@@ -114,6 +136,12 @@ func (m *Manager) filterFree(req placement.Resources, ownGang string, nodes []st
 			out.Feasible = append(make([]string, 0, len(nodes)-1), nodes[:i]...)
 		}
 		out.Failed[name] = reason
+		if refusal.Preemptible() {
+			if out.Resolvable == nil {
+				out.Resolvable = map[string]bool{}
+			}
+			out.Resolvable[name] = true
+		}
 	}
 	out.AllPass = out.Failed == nil
 	return out

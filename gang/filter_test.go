@@ -389,6 +389,43 @@ func TestFilterOrdinaryPod(t *testing.T) {
 	}
 }
 
+// Only a shortfall beside bound pods is a failure the scheduler's preemption might cure: not a
+// node another gang's reservation holds, nor one lockstep has not seen, nor any refusal of a gang
+// member before quorum.
+func TestFilterResolvableFailures(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 3, 2)...)
+	e.add(builders.Pod("default", "bound").GPU(2).Node("n-0").Obj())
+	held := members("default", "held", "h", 1, 1, 2)
+	e.add(held...)
+	require.Equal(t, []string{"n-1"}, e.filterNodes(held[0], []string{"n-1"}).Feasible, "gang held reserves n-1")
+	offered := []string{"n-0", "n-1", "n-2", "unknown"}
+
+	r := e.filterNodes(builders.Pod("default", "ordinary").GPU(1).Obj(), offered)
+	require.Equal(t, []string{"n-2"}, r.Feasible)
+	require.Equal(t, map[string]string{
+		"n-0":     "insufficient nvidia.com/gpu: needs 1, 0 free",
+		"n-1":     "2 nvidia.com/gpu reserved for gang default/held: needs 1, 0 free outside reservations",
+		"unknown": "lockstep has not seen this node yet",
+	}, r.Failed)
+	require.Equal(t, map[string]bool{"n-0": true}, r.Resolvable)
+
+	// A member of a gang past quorum schedules like an ordinary pod, and fails like one.
+	elastic := members("default", "elastic", "e", 2, 1, 2)
+	elastic[0].Spec.NodeName = "n-2"
+	e.add(elastic...)
+	r = e.filterNodes(elastic[1], offered)
+	require.Empty(t, r.Feasible)
+	require.Equal(t, map[string]bool{"n-0": true, "n-2": true}, r.Resolvable)
+
+	// A member before quorum: lockstep reserves for its gang itself.
+	pair := members("default", "pair", "p", 2, 2, 1)
+	e.add(pair...)
+	r = e.filterNodes(pair[0], offered)
+	require.Empty(t, r.Feasible)
+	require.Len(t, r.Failed, len(offered))
+	require.Nil(t, r.Resolvable)
+}
+
 // A member that disagrees with its gang is not counted, nor planned for, when the gang is admitted:
 // it will never pass filter, so a place held for it would only block capacity until expiry.
 func TestDisagreeingMemberNotPlanned(t *testing.T) {

@@ -92,7 +92,8 @@ func (e *env) filter(p *corev1.Pod) FilterResult {
 }
 
 // filterNodes calls Filter and spells its answer out as a list of passing nodes, checking on the
-// way that Filter passes only nodes it was offered and that an answer of "all pass" names none.
+// way that Filter passes only nodes it was offered, that an answer of "all pass" names none, and
+// that only failed nodes are called resolvable.
 func (e *env) filterNodes(p *corev1.Pod, nodes []string) FilterResult {
 	r := e.m.Filter(p, nodes)
 	if r.AllPass && (r.Feasible != nil || r.Failed != nil) {
@@ -104,7 +105,12 @@ func (e *env) filterNodes(p *corev1.Pod, nodes []string) FilterResult {
 			e.t.Errorf("pod %s/%s: feasible node %q was not offered", p.Namespace, p.Name, n)
 		}
 	}
-	return FilterResult{Feasible: slices.Clone(r.Passing(nodes)), Failed: r.Failed}
+	for n := range r.Resolvable {
+		if _, failed := r.Failed[n]; !failed {
+			e.t.Errorf("pod %s/%s: node %q is called resolvable but did not fail", p.Namespace, p.Name, n)
+		}
+	}
+	return FilterResult{Feasible: slices.Clone(r.Passing(nodes)), Failed: r.Failed, Resolvable: r.Resolvable}
 }
 
 // managerVerbs is the manager as schedsim drives it.

@@ -47,7 +47,7 @@ func (l *ledger) node(name string) *nodeInfo {
 }
 
 func (l *ledger) dropNodeIfUnused(n *nodeInfo) {
-	if !n.known && n.requested.IsZero() {
+	if !n.known && n.requested.IsZero() && n.binding.IsZero() {
 		delete(l.nodes, n.name)
 	}
 }

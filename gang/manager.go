@@ -37,6 +37,12 @@ type Config struct {
 	CommitTimeout time.Duration
 	// ExpiryCheckInterval is how often expired reservations are swept to mark their gangs TimedOut.
 	ExpiryCheckInterval time.Duration
+	// Evicter, when set, lets a gang whose quorum does not fit evict lower-priority pods (whole
+	// gangs or ordinary pods) for it; nil turns gang preemption off.
+	Evicter Evicter
+	// StarvationThreshold is how long a gang whose quorum fits the cluster's capacity may wait
+	// for free capacity before lockstep holds capacity for it as it frees; 0 turns the rule off.
+	StarvationThreshold time.Duration
 	// Reader tells gang members from ordinary pods and reads their rules (package dialect); nil
 	// makes every pod ordinary.
 	Reader gangspec.Reader
@@ -50,6 +56,9 @@ const (
 	DefaultWaitingTime   = 2 * time.Minute
 	DefaultBindWait      = 4 * time.Second
 	DefaultCommitTimeout = 30 * time.Second
+	// DefaultStarvationThreshold: five minutes is long past a healthy cluster's churn (pods
+	// binding in seconds) and short beside the hours a training job runs.
+	DefaultStarvationThreshold = 5 * time.Minute
 )
 
 func (c Config) withDefaults() Config {
@@ -91,6 +100,8 @@ type Manager struct {
 	mu     sync.RWMutex
 	ledger *ledger
 	book   *reservationBook
+	// evictRefused is when each pod's eviction was last refused (see victimUnitsLocked).
+	evictRefused map[types.UID]time.Time
 }
 
 // NewManager builds a manager. recorder and metrics may be nil.
@@ -108,6 +119,8 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 		now:        time.Now,
 		stop:       make(chan struct{}),
 		ledger:     newLedger(cfg.Reader),
+
+		evictRefused: map[types.UID]time.Time{},
 	}
 	m.book = newReservationBook(m.onExpired)
 	go m.sweepExpired()
@@ -169,6 +182,9 @@ func (m *Manager) deletePodLocked(uid types.UID, fx *effects) {
 	g, ok := m.ledger.gangs[key]
 	if !ok {
 		return
+	}
+	if res := m.liveHold(key); res != nil && len(g.members) == 0 {
+		m.book.release(res)
 	}
 	if res := m.book.live(key); res != nil && res.state == reserving {
 		res.unclaim(uid)

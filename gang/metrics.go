@@ -12,6 +12,10 @@ type Metrics struct {
 	partlyBound prometheus.Histogram
 	// droppedConditions counts condition writes given up because too many were queued.
 	droppedConditions prometheus.Counter
+	// yields counts reservations given up to higher-priority work.
+	yields prometheus.Counter
+	// evictions counts the evictions of gang preemption, by result.
+	evictions *prometheus.CounterVec
 }
 
 // commitBuckets span a commit on an idle apiserver (milliseconds) to one that retried through
@@ -39,8 +43,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "lockstep_condition_writes_dropped_total",
 			Help: "Pod condition writes (lockstep.dev/GangScheduled) dropped because the apiserver could not keep up; binds never wait for them.",
 		}),
+		yields: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lockstep_reservations_yielded_total",
+			Help: "Gang reservations given up to higher-priority gangs or pods before any member was bound.",
+		}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockstep_preemption_evictions_total",
+			Help: "Pods lockstep evicted so that a higher-priority gang's quorum fits, by result (evicted or failed).",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(mt.binds, mt.commit, mt.partlyBound, mt.droppedConditions)
+	reg.MustRegister(mt.binds, mt.commit, mt.partlyBound, mt.droppedConditions, mt.yields, mt.evictions)
 	return mt
 }
 
@@ -53,6 +65,24 @@ func (mt *Metrics) observeBind(kind string, err error) {
 		result = "failed"
 	}
 	mt.binds.WithLabelValues(kind, result).Inc()
+}
+
+func (mt *Metrics) observeYield() {
+	if mt == nil {
+		return
+	}
+	mt.yields.Inc()
+}
+
+func (mt *Metrics) observeEviction(err error) {
+	if mt == nil {
+		return
+	}
+	result := "evicted"
+	if err != nil {
+		result = "failed"
+	}
+	mt.evictions.WithLabelValues(result).Inc()
 }
 
 func (mt *Metrics) observeCommit(r *commitRecord) {
@@ -88,7 +118,7 @@ func (c *gangCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *gangCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[Phase]int{PhaseWaiting: 0, PhaseReserving: 0, PhaseBinding: 0, PhaseBound: 0, PhaseTimedOut: 0}
+	counts := map[Phase]int{PhaseWaiting: 0, PhaseHolding: 0, PhaseReserving: 0, PhaseBinding: 0, PhaseBound: 0, PhaseTimedOut: 0}
 	slots, gpus := 0, int64(0)
 	for _, g := range c.m.Status("") {
 		counts[g.Phase]++

@@ -54,6 +54,7 @@ func TestGangPhaseGaugeHasEveryPhase(t *testing.T) {
 # TYPE lockstep_gangs gauge
 lockstep_gangs{phase="Binding"} 0
 lockstep_gangs{phase="Bound"} 0
+lockstep_gangs{phase="Holding"} 0
 lockstep_gangs{phase="Reserving"} 0
 lockstep_gangs{phase="TimedOut"} 0
 lockstep_gangs{phase="Waiting"} 0

@@ -23,6 +23,12 @@ type podInfo struct {
 	requests  placement.Resources
 	node      string // spec.nodeName, or the node lockstep just bound it to
 	terminal  bool   // Succeeded or Failed: holds nothing on its node any more
+	// deleting: the pod has a deletionTimestamp; it still holds its node until it is gone.
+	deleting bool
+	// priority is spec.priority, which the apiserver's Priority admission sets from the pod's
+	// PriorityClass (0 without one); preemptNever is preemptionPolicy: Never.
+	priority     int32
+	preemptNever bool
 	// gated: the pod has scheduling gates (Kueue and others hold pods back this way); it cannot
 	// reach the scheduler, so lockstep does not reserve capacity for it.
 	gated bool
@@ -66,6 +72,9 @@ type nodeInfo struct {
 	unschedulable bool
 	allocatable   placement.Resources
 	requested     placement.Resources
+	// binding is what ordinary binds on their way to the apiserver will take: the scheduler
+	// binds pods in parallel, and a takeover decided for one must see the others (takeover.go).
+	binding placement.Resources
 	// topo is the node's GPU topology (see package gpu for where it comes from); nil without GPUs.
 	topo *gpu.Topology
 	// topoSource and topoErr say where topo came from and what was wrong with the annotation.
@@ -99,6 +108,12 @@ type gangInfo struct {
 	satisfiedOnce bool
 	// bundleWait says which gangs of its gang group this gang's ready quorum waits for.
 	bundleWait string
+	// takenBy says who took the gang's last reservation over (takeover.go), until it reserves
+	// again: its reason moves on at the next retry, this stays for /debug/gangs.
+	takenBy string
+	// waitingSince is when the gang's last reservation was made; zero before its first, when
+	// it has waited since its oldest member was created (see waitedSince).
+	waitingSince time.Time
 }
 
 // reference is the spec every member must agree with: the one of the oldest member whose
@@ -174,7 +189,10 @@ func newPodInfoOf(pod *corev1.Pod, ms gangspec.Membership) *podInfo {
 		node:      pod.Spec.NodeName,
 		terminal:  pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
 		gated:     len(pod.Spec.SchedulingGates) > 0,
+		deleting:  pod.DeletionTimestamp != nil,
 	}
+	p.priority = podPriority(pod)
+	p.preemptNever = pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == corev1.PreemptNever
 	p.gangName, p.task, p.group, p.inline, p.markerErr = ms.Gang, ms.Task, ms.Group, ms.Spec, ms.Err
 	p.spec, p.specErr = p.inline, p.markerErr
 	if raw, ok := pod.Annotations[wellknown.AnnotationGPUIDs]; ok && p.requests.GPU > 0 {
@@ -187,6 +205,22 @@ func newPodInfoOf(pod *corev1.Pod, ms gangspec.Membership) *podInfo {
 		}
 	}
 	return p
+}
+
+// podPriority is a pod's spec.priority, 0 without one.
+func podPriority(pod *corev1.Pod) int32 {
+	if pod.Spec.Priority != nil {
+		return *pod.Spec.Priority
+	}
+	return 0
+}
+
+// priority is the gang's: its reference member's, which every member must share (memberError).
+func (g *gangInfo) priority() int32 {
+	if _, ref := g.reference(); ref != nil {
+		return ref.priority
+	}
+	return 0
 }
 
 func (g *gangInfo) minAvailable() int {

@@ -58,18 +58,40 @@ const (
 	committing
 	// released: committed, expired or dropped; the reservation holds nothing any more.
 	released
+	// holding: not a reservation for members on their way but a starving gang's claim on
+	// capacity as it frees (starvation.go); its members still wait.
+	holding
 )
 
 type reservation struct {
-	gang    string
-	created time.Time
-	expires time.Time
-	slots   []*slot
-	state   reservationState
+	gang     string
+	priority int32
+	created  time.Time
+	expires  time.Time
+	slots    []*slot
+	state    reservationState
 	// expired tells waiters why the reservation ended without a commit.
 	expired bool
+	// yieldedTo, when set, says which higher-priority work took the reservation's capacity.
+	yieldedTo string
 	// done is closed when the reservation is released, by commit or expiry.
 	done chan struct{}
+}
+
+// yieldsTo reports whether work at priority may take the reservation's capacity: it is still
+// only a plan or a hold (no binding written) and its gang's priority is lower.
+func (r *reservation) yieldsTo(priority int32) bool {
+	return (r.state == reserving || r.state == holding) && r.priority < priority
+}
+
+// holdsOn reports whether the reservation sets capacity aside on node.
+func (r *reservation) holdsOn(node string) bool {
+	for _, s := range r.slots {
+		if s.node == node && s.holdsCapacity() {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *reservation) slotOf(uid types.UID) *slot {

@@ -48,7 +48,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 			}
 		}
 	}
-	reserved, _ := m.book.held(gangKeyOf(p))
+	reserved, _ := m.book.held(above(gangKeyOf(p), p.priority))
 	var memo scoreMemo
 	for i, name := range nodes {
 		n, ok := m.ledger.nodes[name]
@@ -74,7 +74,7 @@ func (m *Manager) reservedNode(g *gangInfo, p *podInfo) string {
 	if g == nil {
 		return ""
 	}
-	if res := m.book.live(g.key); res != nil {
+	if res := m.liveReservation(g.key); res != nil {
 		if s := res.slotFor(p.uid); s != nil {
 			return s.node
 		}

@@ -21,6 +21,9 @@ const (
 	PhaseBinding Phase = "Binding"
 	// PhaseBound: at least min-available members are bound; the rest schedule as ordinary pods.
 	PhaseBound Phase = "Bound"
+	// PhaseHolding: the gang has waited past the starvation threshold; capacity is held for its
+	// quorum as it frees, and its members still wait.
+	PhaseHolding Phase = "Holding"
 	// PhaseTimedOut: the last reservation expired before quorum.
 	PhaseTimedOut Phase = "TimedOut"
 )
@@ -36,14 +39,21 @@ type GangStatus struct {
 	// TaskQuorums are per-task minimums inside the gang, "ps=1,worker=4".
 	TaskQuorums string `json:"taskQuorums,omitempty"`
 	// Group lists the gangs that bind only together with this one (Koordinator's gang group).
-	Group              []string   `json:"group,omitempty"`
-	MatchPolicy        string     `json:"matchPolicy,omitempty"`
-	Mode               string     `json:"mode,omitempty"`
-	WaitingTime        string     `json:"waitingTime"`
-	Phase              Phase      `json:"phase"`
-	Bound              int        `json:"bound"`
-	ReservationExpires *time.Time `json:"reservationExpires,omitempty"`
-	Reason             string     `json:"reason,omitempty"`
+	Group       []string `json:"group,omitempty"`
+	MatchPolicy string   `json:"matchPolicy,omitempty"`
+	Mode        string   `json:"mode,omitempty"`
+	WaitingTime string   `json:"waitingTime"`
+	// Priority is the members' spec.priority.
+	Priority int32 `json:"priority"`
+	Phase    Phase `json:"phase"`
+	// Line is the gang's place among the gangs waiting for capacity; nil when it is not waiting.
+	Line               *LineStatus `json:"line,omitempty"`
+	Bound              int         `json:"bound"`
+	ReservationExpires *time.Time  `json:"reservationExpires,omitempty"`
+	Reason             string      `json:"reason,omitempty"`
+	// ReservationTakenBy names the higher-priority work that took the gang's last reservation
+	// over, and when; empty once the gang reserves again.
+	ReservationTakenBy string `json:"reservationTakenBy,omitempty"`
 	// Attempts is how many times a member was turned away at filter.
 	Attempts int `json:"attempts"`
 	// LastCommit is the gang's latest commit, while it runs and after.
@@ -84,11 +94,14 @@ func (m *Manager) Status(namespace string) []GangStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := []GangStatus{}
+	places := m.placesLocked()
 	for _, g := range m.ledger.gangs {
 		if namespace != "" && g.namespace != namespace {
 			continue
 		}
-		out = append(out, m.gangStatusLocked(g))
+		st := m.gangStatusLocked(g)
+		st.Line = places[g.key]
+		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Namespace != out[j].Namespace {
@@ -101,7 +114,8 @@ func (m *Manager) Status(namespace string) []GangStatus {
 
 // gangStatusLocked is the debug summary of one gang, owned by the gang's own records.
 func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
-	st := GangStatus{Namespace: g.namespace, Name: g.name, Bound: g.boundCount(), Reason: g.lastReason, Attempts: g.attempts}
+	st := GangStatus{Namespace: g.namespace, Name: g.name, Bound: g.boundCount(), Reason: g.lastReason, Attempts: g.attempts, Priority: g.priority(),
+		ReservationTakenBy: g.takenBy}
 	spec, refPod := g.reference()
 	if spec != nil {
 		st.Source, st.MinAvailable, st.TotalNumber = spec.Source, spec.MinAvailable, spec.TotalNumber
@@ -110,7 +124,7 @@ func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
 	}
 	res := m.book.live(g.key)
 	st.Phase = phaseOf(g, spec, res)
-	if res != nil && res.state == reserving {
+	if res != nil && (res.state == reserving || res.state == holding) {
 		expires := res.expires
 		st.ReservationExpires = &expires
 	}
@@ -138,6 +152,8 @@ func phaseOf(g *gangInfo, spec *gangspec.Spec, res *reservation) Phase {
 		return PhaseBound
 	case res != nil && res.state == committing:
 		return PhaseBinding
+	case res != nil && res.state == holding:
+		return PhaseHolding
 	case res != nil:
 		return PhaseReserving
 	case g.timedOut:
@@ -231,7 +247,7 @@ func (m *Manager) Standing(gang string) (st Standing, ok bool) {
 func (m *Manager) FitsInTotal(req placement.Resources) (fits bool, why string) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	held, _ := m.book.held("")
+	held, _ := m.book.held(everyOther(""))
 	var free placement.Resources
 	for name, n := range m.ledger.nodes {
 		if n.known && !n.unschedulable {

@@ -20,27 +20,47 @@ type NodeState struct {
 // reason, so that the usual passing node costs no lookup.
 type Holders func(node string) string
 
-// WhyNot says why req does not fit on a node, in the words the scheduler shows for the node; ""
-// when it fits. The checks run in order, each paired with the words of its reason, and the first
-// to fail speaks.
+// Refusal is which of WhyNot's checks turned a node down.
+type Refusal uint8
+
+const (
+	// Fits: none did.
+	Fits Refusal = iota
+	// NotSeen: lockstep has not seen the node.
+	NotSeen
+	// ShortBesideBound: the pods bound there leave too little.
+	ShortBesideBound
+	// ReservedForOthers: what bound pods leave is held by other gangs' reservations.
+	ReservedForOthers
+)
+
+// Preemptible reports whether evicting pods bound to the node might cure the refusal, so that
+// the scheduler should try its preemption there. Only a shortfall beside bound pods might: a node
+// lockstep has not seen and a gang's reservation are no pods to evict. Whether the scheduler's
+// chosen victims do cure it is decided when it asks (the preempt verb).
+func (r Refusal) Preemptible() bool { return r == ShortBesideBound }
+
+// WhyNot says why req does not fit on a node, in the words the scheduler shows for the node, and
+// which check refused it; "" and Fits when it fits. The checks run in order, each paired with the
+// words of its reason, and the first to fail speaks.
 //
 // Filter asks this of every offered node, thousands per call, and nearly all fit: the node comes
 // by pointer, the checks are small enough for the compiler to inline, and a reason is worded, in
 // a call of its own, only when a check fails.
-func WhyNot(req Resources, node string, n *NodeState, holders Holders) string {
+func WhyNot(req Resources, node string, n *NodeState, holders Holders) (string, Refusal) {
 	if !seen(n) {
-		return notSeen
+		return notSeen, NotSeen
 	}
 	if short := shortBesideBound(req, n); short != "" {
-		return insufficient(req, n, short)
+		return insufficient(req, n, short), ShortBesideBound
 	}
 	// Nothing held leaves nothing more to check: the usual case, spared the arithmetic.
 	if !n.Held.IsZero() {
 		if short := shortOutsideReservations(req, n); short != "" {
-			return reservedForOthers(req, node, n, holders, short)
+			return reservedForOthers(req, node, n, holders, short), ReservedForOthers
 		}
 	}
-	return ""
+	return "", Fits
 }
 
 // seen is false for a node lockstep cannot account for, which it refuses: passing it would offer

@@ -11,25 +11,37 @@ func TestWhyNot(t *testing.T) {
 	req := Resources{GPU: 2, MilliCPU: 1000, Memory: 1 << 30, Pods: 1}
 	holders := func(node string) string { return "ns/a, ns/b on " + node }
 	cases := []struct {
-		name string
-		n    NodeState
-		want string
+		name        string
+		n           NodeState
+		want        string
+		wantRefusal Refusal
 	}{
 		{name: "fits", n: NodeState{Seen: true, Free: node(2)}},
-		{name: "not seen", n: NodeState{Free: node(8)}, want: "lockstep has not seen this node yet"},
+		{name: "not seen", n: NodeState{Free: node(8)}, want: "lockstep has not seen this node yet", wantRefusal: NotSeen},
 		{name: "bound pods leave too little", n: NodeState{Seen: true, Free: node(1)},
-			want: "insufficient nvidia.com/gpu: needs 2, 1 free"},
+			want: "insufficient nvidia.com/gpu: needs 2, 1 free", wantRefusal: ShortBesideBound},
 		{name: "overcommitted node shows none free, not a negative", n: NodeState{Seen: true, Free: node(-1)},
-			want: "insufficient nvidia.com/gpu: needs 2, 0 free"},
+			want: "insufficient nvidia.com/gpu: needs 2, 0 free", wantRefusal: ShortBesideBound},
 		{name: "cpu short", n: NodeState{Seen: true, Free: Resources{GPU: 8, MilliCPU: 500, Memory: 32 << 30, Pods: 110}},
-			want: "insufficient cpu: needs 1, 500m free"},
+			want: "insufficient cpu: needs 1, 500m free", wantRefusal: ShortBesideBound},
 		{name: "reservations leave too little", n: NodeState{Seen: true, Free: node(8), Held: Resources{GPU: 7, Pods: 7}},
-			want: "7 nvidia.com/gpu reserved for gang ns/a, ns/b on n1: needs 2, 1 free outside reservations"},
+			want: "7 nvidia.com/gpu reserved for gang ns/a, ns/b on n1: needs 2, 1 free outside reservations", wantRefusal: ReservedForOthers},
+		{name: "short beside bound pods speaks before reservations", n: NodeState{Seen: true, Free: node(1), Held: Resources{GPU: 1, Pods: 1}},
+			want: "insufficient nvidia.com/gpu: needs 2, 1 free", wantRefusal: ShortBesideBound},
 		{name: "fits beside reservations", n: NodeState{Seen: true, Free: node(8), Held: Resources{GPU: 6, Pods: 6}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, WhyNot(req, "n1", &tc.n, holders))
+			reason, refusal := WhyNot(req, "n1", &tc.n, holders)
+			require.Equal(t, tc.want, reason)
+			require.Equal(t, tc.wantRefusal, refusal)
 		})
+	}
+}
+
+// Only a shortfall beside bound pods is one evicting pods might cure.
+func TestRefusalPreemptible(t *testing.T) {
+	for refusal, want := range map[Refusal]bool{Fits: false, NotSeen: false, ShortBesideBound: true, ReservedForOthers: false} {
+		require.Equal(t, want, refusal.Preemptible(), "refusal %d", refusal)
 	}
 }

@@ -169,7 +169,7 @@ func volcanoStatus(in statusInput, current map[string]any, now time.Time) map[st
 	why := ""
 	switch {
 	case phase == phaseRunning:
-	case in.known && (st.Phase == gang.PhaseWaiting || st.Phase == gang.PhaseTimedOut):
+	case in.known && (st.Phase == gang.PhaseWaiting || st.Phase == gang.PhaseHolding || st.Phase == gang.PhaseTimedOut):
 		why = st.Reason
 	case phase == phasePending:
 		why = fmt.Sprintf("lockstep: the group's minimum resources do not fit the cluster's free capacity: %s", in.fitsWhy)

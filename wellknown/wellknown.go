@@ -67,6 +67,13 @@ const (
 	ReasonGangBound      = "GangBound"
 	ReasonGangBindFailed = "GangBindFailed"
 	ReasonGangTimedOut   = "GangTimedOut"
+	// ReasonGangReservationYielded: higher-priority work took the gang's reservation.
+	ReasonGangReservationYielded = "GangReservationYielded"
+	// ReasonGangPreempting: the gang's quorum fits once lower-priority pods are evicted, which
+	// lockstep is doing; ReasonPreempted is on each of those pods (the reason kube-scheduler's
+	// own preemption gives its victims).
+	ReasonGangPreempting = "GangPreempting"
+	ReasonPreempted      = "Preempted"
 )
 
 // ReasonGPUTopologyInvalid is the Event reason lockstep writes on a Node whose topology
@@ -83,4 +90,8 @@ const (
 	ConditionReasonTimedOut      = "TimedOut"
 	// ConditionReasonRulesChanged: the group object holding the gang's rules appeared or changed.
 	ConditionReasonRulesChanged = "RulesChanged"
+	// ConditionReasonReservationYielded: higher-priority work took the gang's reservation.
+	ConditionReasonReservationYielded = "ReservationYielded"
+	// ConditionReasonPreemptionRefused: an eviction the gang's preemption needed was refused.
+	ConditionReasonPreemptionRefused = "PreemptionRefused"
 )

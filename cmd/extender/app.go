@@ -48,12 +48,18 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	// The syncer needs the manager and the manager tells the syncer about gang changes; nothing
 	// calls OnGangChange before the informers start, by which time both exist.
 	var groups *podgroup.Syncer
+	var evicter gang.Evicter
+	if opts.gangPreemption {
+		evicter = gang.APIEvicter{Client: c.bind} // an eviction makes room for a gang to bind
+	}
 	a.manager = gang.NewManager(gang.Config{
-		DefaultWaitingTime: opts.defaultWaitingTime,
-		BindWait:           opts.bindWait,
-		CommitTimeout:      opts.commitTimeout,
-		Reader:             dialect.Pods{},
-		OnGangChange:       func(key string) { groups.GangChanged(key) },
+		Evicter:             evicter,
+		StarvationThreshold: opts.starvationThreshold,
+		DefaultWaitingTime:  opts.defaultWaitingTime,
+		BindWait:            opts.bindWait,
+		CommitTimeout:       opts.commitTimeout,
+		Reader:              dialect.Pods{},
+		OnGangChange:        func(key string) { groups.GangChanged(key) },
 	}, gang.NewAPIBinder(c.bind), getPod, recorder, gang.NewMetrics(reg))
 	groups = podgroup.New(c.groups, c.discovery, a.manager, opts.groupDiscoveryInterval)
 	a.groups = groups

@@ -49,6 +49,8 @@ type options struct {
 	// groupDiscoveryInterval: see the flag.
 	groupDiscoveryInterval time.Duration
 	maxRequestBytes        int64
+	gangPreemption         bool
+	starvationThreshold    time.Duration
 	qps                    float64
 	burst                  int
 	bindQPS                float64
@@ -71,6 +73,8 @@ func defaultOptions() options {
 		// discovery is cheap enough to ask that often.
 		groupDiscoveryInterval: 30 * time.Second,
 		maxRequestBytes:        extender.DefaultMaxRequestBytes,
+		gangPreemption:         true,
+		starvationThreshold:    gang.DefaultStarvationThreshold,
 		qps:                    50,
 		burst:                  100,
 		bindQPS:                defaultBindQPS,
@@ -98,6 +102,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.defaultWaitingTime, "default-waiting-time", o.defaultWaitingTime, "how long a gang's reservation lives when its pods carry no "+wellknown.AnnotationGangWaitingTime+" annotation")
 	fs.DurationVar(&o.groupDiscoveryInterval, "group-discovery-interval", o.groupDiscoveryInterval, "how often lockstep asks the apiserver which PodGroup APIs (scheduler-plugins, Koordinator, Volcano, kube-batch) it serves; a CRD installed later is watched from the next look on")
 	fs.DurationVar(&o.commitTimeout, "commit-timeout", o.commitTimeout, "how long lockstep keeps retrying the bindings of a gang that reached quorum")
+	fs.BoolVar(&o.gangPreemption, "gang-preemption", o.gangPreemption, "let a gang whose quorum does not fit evict lower-priority pods for it, whole gangs or ordinary pods, through the Eviction API (PodDisruptionBudgets hold); false leaves preemption to kube-scheduler alone, which lockstep keeps from breaking gangs")
+	fs.DurationVar(&o.starvationThreshold, "starvation-threshold", o.starvationThreshold, "how long a gang whose quorum fits the cluster may wait for free capacity before lockstep holds capacity for it as it frees, keeping pods and gangs of equal or lower priority off it; 0 turns the rule off")
 	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", o.maxRequestBytes, "largest request body accepted; larger ones get 413")
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "queries per second to the apiserver for everything but bindings, events and pod conditions (informers' lists)")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "burst of queries to the apiserver for everything but bindings, events and pod conditions")

@@ -263,8 +263,6 @@ type bindLog struct {
 
 func watchBinds(t *testing.T, ctx context.Context, ns string) *bindLog {
 	l := &bindLog{at: map[string]time.Time{}, gangs: map[string]string{}}
-	f := informers.NewSharedInformerFactoryWithOptions(env.client, 0, informers.WithNamespace(ns))
-	inf := f.Core().V1().Pods().Informer()
 	record := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
 		if !ok || p.Spec.NodeName == "" {
@@ -277,10 +275,18 @@ func watchBinds(t *testing.T, ctx context.Context, ns string) *bindLog {
 			l.gangs[p.Name] = dialect.Pods{}.Read(p.Namespace, p.Name, p.Labels, p.Annotations).Gang
 		}
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})
+	watchPods(t, ctx, ns, cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})
+	return l
+}
+
+// watchPods hands the namespace's pod events to handler until ctx ends, from an informer that has
+// synced when it returns.
+func watchPods(t *testing.T, ctx context.Context, ns string, handler cache.ResourceEventHandler) {
+	f := informers.NewSharedInformerFactoryWithOptions(env.client, 0, informers.WithNamespace(ns))
+	inf := f.Core().V1().Pods().Informer()
+	_, _ = inf.AddEventHandler(handler)
 	f.Start(ctx.Done())
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), inf.HasSynced))
-	return l
 }
 
 // assertNeverPartial checks that a gang was either never bound, or that its first minAvailable

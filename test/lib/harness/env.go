@@ -38,6 +38,8 @@ type Options struct {
 	// kube-scheduler and Cluster.Client keep talking to kube-apiserver directly, so injected faults
 	// hit lockstep alone.
 	FaultProxy bool
+	// LockstepArgs are flags added to lockstep's command line.
+	LockstepArgs []string
 }
 
 // Up starts etcd and kube-apiserver, applies the shipped manifests (deploy/manifests and
@@ -94,13 +96,14 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.Lockstep = NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port,
+	args := append([]string{
 		"--kubeconfig", kubeconfig,
 		"--scheduler-config", filepath.Join(root, SchedulerConfig),
 		"--bind-wait", "8s",
 		// Tests install PodGroup CRDs while lockstep runs; look for them often.
 		"--group-discovery-interval", "1s",
-		"-v", "2")
+		"-v", "2"}, opts.LockstepArgs...)
+	e.Lockstep = NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port, args...)
 	if err := e.Lockstep.Start(ctx); err != nil {
 		return nil, err
 	}

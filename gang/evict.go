@@ -1,0 +1,149 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+// Evicter evicts a pod through the Eviction API, which honours PodDisruptionBudgets. dryRun asks
+// whether the eviction would be allowed, without evicting.
+type Evicter interface {
+	Evict(ctx context.Context, namespace, name string, uid types.UID, dryRun bool) error
+}
+
+// evictRefusedFor is how long a pod whose eviction was refused (a PodDisruptionBudget, say) is
+// not chosen as a victim again: the next plan looks for others instead of asking again at once.
+const evictRefusedFor = time.Minute
+
+// eviction is one preemption's evictions, carried out once the lock is let go.
+type eviction struct {
+	preemptor *gangInfo
+	res       *reservation
+	victims   []victimUnit
+}
+
+// mayPreempt reports whether the gang may evict others for its quorum: preemption is on and its
+// members do not say preemptionPolicy: Never.
+func (m *Manager) mayPreempt(g *gangInfo) bool {
+	_, ref := g.reference()
+	return m.cfg.Evicter != nil && ref != nil && !ref.preemptNever
+}
+
+func (m *Manager) evictRefusedLately(p *podInfo) bool {
+	at, ok := m.evictRefused[p.uid]
+	return ok && m.now().Sub(at) < evictRefusedFor
+}
+
+// preemptLocked records a preemption the gang's new reservation r depends on: the reasons, the
+// Events naming victims and preemptor to each other, and the evictions to make.
+func (m *Manager) preemptLocked(g *gangInfo, r *reservation, victims []victimUnit, fx *effects) {
+	names := make([]string, len(victims))
+	for i, u := range victims {
+		names[i] = fmt.Sprintf("%s (priority %d)", u.name(), u.prio)
+	}
+	list := strings.Join(names, ", ")
+	g.lastReason = fmt.Sprintf("gang %s: preempting %s for its quorum; %d members reserved on what they free, until %s",
+		g.key, list, len(r.slots), r.expires.UTC().Format("15:04:05"))
+	klog.InfoS("Gang preempting", "gang", g.key, "priority", r.priority, "victims", list)
+	for _, u := range victims {
+		msg := fmt.Sprintf("preempted by gang %s (priority %d) to place its quorum", g.key, r.priority)
+		if u.gang != "" {
+			msg += fmt.Sprintf("; lockstep evicts gang %s whole (%d members)", u.gang, len(u.pods))
+		}
+		for _, p := range u.pods {
+			fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonPreempted, msg)
+		}
+	}
+	for _, s := range r.slots {
+		if s.pod != nil {
+			fx.podEvent(s.pod, corev1.EventTypeNormal, wellknown.ReasonGangPreempting, g.lastReason)
+		}
+	}
+	fx.evictions = append(fx.evictions, eviction{preemptor: g, res: r, victims: victims})
+}
+
+// evict asks the apiserver whether every victim may go before evicting any: a budget that
+// refused one member of a victim gang after its mates were gone would leave that gang partial.
+func (m *Manager) evict(e eviction) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
+	defer cancel()
+	for _, u := range e.victims {
+		for _, p := range u.pods {
+			if err := m.cfg.Evicter.Evict(ctx, p.namespace, p.name, p.uid, true); err != nil && !apierrors.IsNotFound(err) {
+				m.preemptionRefused(e, p, err)
+				return
+			}
+		}
+	}
+	for _, u := range e.victims {
+		for _, p := range u.pods {
+			err := m.cfg.Evicter.Evict(ctx, p.namespace, p.name, p.uid, false)
+			m.metrics.observeEviction(err)
+			if err != nil && !apierrors.IsNotFound(err) {
+				klog.ErrorS(err, "Eviction failed after its dry run passed", "pod", p.key(), "preemptor", e.preemptor.key)
+			}
+		}
+	}
+}
+
+// preemptionRefused gives up a preemption the apiserver would not allow: the preemptor's
+// reservation goes, the refused pod is left alone for evictRefusedFor, and the gang plans again.
+func (m *Manager) preemptionRefused(e eviction, p *podInfo, err error) {
+	var fx effects
+	m.mu.Lock()
+	m.evictRefused[p.uid] = m.now()
+	g := e.preemptor
+	g.lastReason = fmt.Sprintf("gang %s: preemption given up: evicting pod %s was refused: %v; it plans again without that pod", g.key, p.key(), err)
+	klog.InfoS("Gang preemption refused", "gang", g.key, "pod", p.key(), "err", err)
+	if e.res.state == reserving {
+		m.book.release(e.res)
+		m.capacityFreedLocked(g.key, &fx)
+	}
+	for _, q := range g.sortedMembers() {
+		if !q.holds() && !q.terminal {
+			fx.podEvent(q, corev1.EventTypeWarning, wellknown.ReasonGangWaiting, g.lastReason)
+		}
+	}
+	m.wakeLocked(g, wellknown.ConditionReasonPreemptionRefused, g.lastReason, &fx)
+	fx.touched(g.key)
+	m.mu.Unlock()
+	m.apply(&fx)
+}
+
+// APIEvicter posts pods/eviction through client-go.
+type APIEvicter struct {
+	Client kubernetes.Interface
+}
+
+// Evict evicts the pod of that uid (a pod recreated under its name is left alone). A budget's
+// refusal is a 429 with Retry-After, which client-go's typed client would wait out and retry ten
+// times; lockstep wants the refusal at once, to choose other victims, so it posts without retries.
+func (e APIEvicter) Evict(ctx context.Context, namespace, name string, uid types.UID, dryRun bool) error {
+	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	ev := &policyv1.Eviction{
+		TypeMeta:      metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
+		ObjectMeta:    metav1.ObjectMeta{Namespace: namespace, Name: name},
+		DeleteOptions: opts,
+	}
+	err := e.Client.CoreV1().RESTClient().Post().Namespace(namespace).Resource("pods").Name(name).
+		SubResource("eviction").MaxRetries(0).Body(ev).Do(ctx).Error()
+	if err != nil {
+		return fmt.Errorf("evicting pod %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package gang
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/lockstep-sched/lockstep/placement"
+)
+
+// The line is the order lockstep gives the gangs waiting for capacity: higher priority first,
+// then the gang that has waited longer (its oldest member was created earlier), the order
+// kube-scheduler's own queue takes pods in. It decides whose quorum the members of gangs past
+// quorum must leave room for (protectedQuorums), and /debug/gangs shows each gang's place in it.
+
+// waitingGang is a gang in the line, with the members its quorum would be planned for.
+type waitingGang struct {
+	g       *gangInfo
+	quorum  []*podInfo
+	prio    int32
+	since   time.Time // the oldest member's creation
+	waiting bool      // it could be reserved now if capacity allowed: members exist and none is gated out
+}
+
+// lineLocked lists the gangs without a quorum bound and without a reservation, in line order.
+func (m *Manager) lineLocked() []waitingGang {
+	var line []waitingGang
+	for key, g := range m.ledger.gangs {
+		spec, _ := g.reference()
+		if spec == nil || g.satisfied(spec) || m.liveReservation(key) != nil {
+			continue
+		}
+		w := waitingGang{g: g, prio: g.priority(), since: g.sortedMembers()[0].created}
+		if first := firstUnplaced(g); first != nil {
+			w.quorum, _ = quorumMembers(first, g, spec)
+			w.waiting = w.quorum != nil
+		}
+		line = append(line, w)
+	}
+	sort.Slice(line, func(i, j int) bool { return inLineBefore(line[i], line[j]) })
+	return line
+}
+
+func inLineBefore(a, b waitingGang) bool {
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	if !a.since.Equal(b.since) {
+		return a.since.Before(b.since)
+	}
+	return a.g.key < b.g.key
+}
+
+// firstUnplaced is the oldest member a reservation could start from, nil when none can.
+func firstUnplaced(g *gangInfo) *podInfo {
+	for _, p := range g.sortedMembers() {
+		if !p.holds() && !p.terminal && !p.gated && p.spec != nil && p.specErr == nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// protectedQuorums is the capacity, per node, that members beyond their gang's quorum must leave
+// alone: where the quorums of the waiting gangs at priority at least prio (other than own) would
+// be placed now, in line order, each beside bound pods, reservations and the quorums before it.
+// A quorum that does not fit now protects nothing: the gang cannot use the capacity yet. of names
+// the gangs protected on each node.
+func (m *Manager) protectedQuorums(own string, prio int32) (protected map[string]placement.Resources, of map[string][]string) {
+	for _, w := range m.lineLocked() {
+		if w.g.key == own || w.prio < prio || !w.waiting {
+			continue
+		}
+		held, _ := m.book.held(everyOther(w.g.key))
+		for node, r := range protected {
+			held[node] = held[node].Add(r)
+		}
+		in := m.planView(w.g, held, nil)
+		for _, q := range w.quorum {
+			in.Members = append(in.Members, placement.Member{Name: q.key(), Requests: q.requests})
+		}
+		plan := placement.Place(in)
+		if !plan.OK {
+			continue
+		}
+		if protected == nil {
+			protected, of = map[string]placement.Resources{}, map[string][]string{}
+		}
+		for i, node := range plan.Nodes {
+			protected[node] = protected[node].Add(w.quorum[i].requests)
+			if names := of[node]; len(names) == 0 || names[len(names)-1] != w.g.key {
+				of[node] = append(names, w.g.key)
+			}
+		}
+	}
+	return protected, of
+}
+
+// holdersIn names what holds capacity on a node in the view: reservations, and the quorums of
+// waiting gangs that members beyond their own quorum leave alone.
+func (m *Manager) holdersIn(node string, v view) string {
+	names := m.book.holders(node, v)
+	for _, g := range v.quorumsOf[node] {
+		if names != "" {
+			names += ", "
+		}
+		names += g + " (waiting for its quorum)"
+	}
+	return names
+}
+
+// LineStatus is a waiting gang's place in line, as /debug/gangs shows it.
+type LineStatus struct {
+	// Place counts from 1 among Of gangs waiting, cluster-wide.
+	Place int    `json:"place"`
+	Of    int    `json:"of"`
+	Why   string `json:"why"`
+}
+
+// placesLocked gives every waiting gang its place in line, with the reason for it.
+func (m *Manager) placesLocked() map[string]*LineStatus {
+	line := m.lineLocked()
+	out := make(map[string]*LineStatus, len(line))
+	higher, equal := 0, 0
+	for i, w := range line {
+		if i > 0 && line[i-1].prio != w.prio {
+			higher, equal = i, 0
+		}
+		why := fmt.Sprintf("priority %d; behind %d %s of higher priority and %d of equal priority waiting longer",
+			w.prio, higher, plural(higher, "gang", "gangs"), equal)
+		if !w.waiting {
+			why += "; it cannot be planned yet (members missing or gated)"
+		}
+		out[w.g.key] = &LineStatus{Place: i + 1, Of: len(line), Why: why}
+		equal++
+	}
+	return out
+}
