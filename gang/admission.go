@@ -114,7 +114,7 @@ func quorumMembers(p *podInfo, g *gangInfo, spec *gangspec.Spec) (members []*pod
 	for _, q := range g.sortedMembers() {
 		switch {
 		case q == p || q.spec == nil || q.holds() || q.terminal:
-		case gangspec.Disagreement(q.key(), q.spec, spec, p.key()) != nil:
+		case gangspec.Disagreement(q.key(), q.spec, spec, p.key()) != nil || q.priority != p.priority:
 			// Rejected at its own filter: it never comes to claim a place held for it.
 		case q.gated:
 			gated++
