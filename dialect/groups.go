@@ -51,7 +51,7 @@ var (
 		Status: StatusKoordinator, key: KoordinatorKey, extra: koordinatorGroup}
 	// Volcano is Volcano's PodGroup, named by annotation scheduling.k8s.io/group-name.
 	Volcano = API{Dialect: "Volcano", Resource: podGroups("scheduling.volcano.sh", "v1beta1"),
-		Status: StatusVolcano, key: GroupNameKey, extra: taskQuorums}
+		Status: StatusVolcano, key: GroupNameKey, extra: volcanoGroup}
 	// KubeBatch and KubeBatchV1alpha2 are kube-batch's PodGroups, named by the same annotation.
 	KubeBatch = API{Dialect: "kube-batch", Resource: podGroups("scheduling.incubator.k8s.io", "v1alpha1"),
 		Status: StatusVolcano, key: GroupNameKey, extra: noExtra}
@@ -135,6 +135,51 @@ func koordinatorGroup(obj *unstructured.Unstructured, r fields, spec *gangspec.S
 		return err
 	}
 	return annotations{object: r.object, values: obj.GetAnnotations()}.koordinatorOptions(spec)
+}
+
+// volcanoGroup reads Volcano's own fields: task quorums and the network topology.
+func volcanoGroup(obj *unstructured.Unstructured, r fields, spec *gangspec.Spec) error {
+	if err := taskQuorums(obj, r, spec); err != nil {
+		return err
+	}
+	return networkTopology(r, spec)
+}
+
+// networkTopology reads Volcano's spec.networkTopology (Volcano 1.12 and later): mode hard (the
+// default) or soft, and the widest tier allowed, by number (1 the narrowest) or by name.
+func networkTopology(r fields, spec *gangspec.Spec) error {
+	raw, ok, _ := unstructured.NestedFieldNoCopy(r.obj, "spec", "networkTopology")
+	if !ok || raw == nil {
+		return nil
+	}
+	nt, ok := raw.(map[string]any)
+	if !ok {
+		return r.bad("spec.networkTopology", fmt.Sprint(raw), "must be an object with mode and highestTierAllowed or highestTierName")
+	}
+	t := gangspec.Topology{Required: true, Source: "spec.networkTopology of " + r.object}
+	switch mode := fmt.Sprint(nt["mode"]); mode {
+	case "hard", "<nil>", "":
+	case "soft":
+		t.Required = false
+	default:
+		return r.bad("spec.networkTopology.mode", mode, "must be hard or soft")
+	}
+	tier, hasTier, err := r.int("spec", "networkTopology", "highestTierAllowed")
+	if err != nil {
+		return err
+	}
+	name, _ := nt["highestTierName"].(string)
+	switch {
+	case hasTier && name != "":
+		return r.bad("spec.networkTopology", fmt.Sprint(raw), "set highestTierAllowed or highestTierName, not both")
+	case hasTier && tier < 1:
+		return r.bad("spec.networkTopology.highestTierAllowed", fmt.Sprint(tier), "must be at least 1 (the narrowest tier)")
+	case !hasTier && name == "":
+		return r.bad("spec.networkTopology", fmt.Sprint(raw), "needs highestTierAllowed or highestTierName")
+	}
+	t.Tier, t.Key = int(tier), name
+	spec.Topology = t
+	return nil
 }
 
 // taskQuorums reads Volcano's spec.minTaskMember: per task, how many members must be placed

@@ -53,6 +53,9 @@ func (Pods) Read(namespace, name string, labels, annotations map[string]string) 
 		}
 		first, found = c, true
 	}
+	if found && first.membership.Err == nil {
+		first.membership.Topology, first.membership.Err = readTopology(p)
+	}
 	return first.membership
 }
 

@@ -69,6 +69,9 @@ func (m *Manager) admit(p *podInfo, g *gangInfo, spec *gangspec.Spec, res *reser
 	if h := m.planHold(g, members, toPlace); h != nil {
 		return admission{wait: m.holdWords(g, h), hold: h}
 	}
+	if why := m.requiredTierWait(g, in); why != "" {
+		return admission{wait: why}
+	}
 	return admission{wait: placement.Explain(g.key, in, plan.Failed, heldBy)}
 }
 
@@ -99,6 +102,9 @@ func (m *Manager) planQuorumFreed(g *gangInfo, members []placement.Member, v vie
 	}
 	in := m.planView(g, held, nil)
 	in.Members = members
+	if len(m.cfg.Tiers) > 0 {
+		return in, m.placeByTiers(g, in), heldBy
+	}
 	return in, placement.Place(in), heldBy
 }
 

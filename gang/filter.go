@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"cmp"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,7 +66,7 @@ func (m *Manager) filterMemberLocked(info *podInfo, nodes []string, fx *effects)
 	p := m.ledger.upsertInfo(info)
 	g := m.ledger.gangOf(p)
 	fx.touched(g.key)
-	if err := memberError(p, g); err != nil {
+	if err := cmp.Or(memberError(p, g), m.tierError(p, g)); err != nil {
 		fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonGangRejected, err.Error())
 		return failAll(nodes, err.Error())
 	}
@@ -106,6 +107,10 @@ func memberError(p *podInfo, g *gangInfo) error {
 	if p.priority != refPod.priority {
 		return fmt.Errorf("pod %s: priority %d: gang %s already has priority %d (from pod %s); all members must agree (give them one PriorityClass)",
 			p.key(), p.priority, g.key, refPod.priority, refPod.key())
+	}
+	if !p.topology.same(refPod.topology) {
+		return fmt.Errorf("pod %s: network topology %q: gang %s already asks %q (from pod %s); all members must agree",
+			p.key(), p.topology, g.key, refPod.topology, refPod.key())
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-sched/lockstep/fabric"
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/placement"
@@ -21,6 +22,8 @@ type ledger struct {
 	// groups are the rules group objects hold, by the key pods' markers name them with.
 	groups map[string]groupRules
 	read   gangspec.Reader
+	// tiers are the network tiers nodes are grouped by (package fabric); nil for none.
+	tiers fabric.Tiers
 }
 
 type groupRules struct {
@@ -28,9 +31,9 @@ type groupRules struct {
 	err  error
 }
 
-func newLedger(read gangspec.Reader) *ledger {
+func newLedger(read gangspec.Reader, tiers fabric.Tiers) *ledger {
 	return &ledger{pods: map[types.UID]*podInfo{}, nodes: map[string]*nodeInfo{}, gangs: map[string]*gangInfo{},
-		groups: map[string]groupRules{}, read: read}
+		groups: map[string]groupRules{}, read: read, tiers: tiers}
 }
 
 func (l *ledger) node(name string) *nodeInfo {
@@ -57,6 +60,7 @@ func (l *ledger) upsertNode(node *corev1.Node) {
 	n.known = true
 	n.unschedulable = node.Spec.Unschedulable
 	n.allocatable = placement.NodeAllocatable(node)
+	n.domains = l.tiers.Domains(node.Name, node.Labels)
 	n.topo, n.topoSource, n.topoErr, n.gpuIndices = nil, gpu.SourceNone, nil, nil
 	if n.allocatable.GPU > 0 {
 		n.topo, n.topoSource, n.topoErr = gpu.FromNode(node)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/lockstep-sched/lockstep/fabric"
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
@@ -43,6 +44,9 @@ type Config struct {
 	// StarvationThreshold is how long a gang whose quorum fits the cluster's capacity may wait
 	// for free capacity before lockstep holds capacity for it as it frees; 0 turns the rule off.
 	StarvationThreshold time.Duration
+	// Tiers are the network tiers between nodes, narrowest first (package fabric): a gang's
+	// quorum goes to the narrowest single domain that holds it. nil places by nodes alone.
+	Tiers fabric.Tiers
 	// Reader tells gang members from ordinary pods and reads their rules (package dialect); nil
 	// makes every pod ordinary.
 	Reader gangspec.Reader
@@ -118,7 +122,7 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 		conditions: newConditionQueue(metrics),
 		now:        time.Now,
 		stop:       make(chan struct{}),
-		ledger:     newLedger(cfg.Reader),
+		ledger:     newLedger(cfg.Reader, cfg.Tiers),
 
 		evictRefused: map[types.UID]time.Time{},
 	}

@@ -25,6 +25,8 @@ type podInfo struct {
 	terminal  bool   // Succeeded or Failed: holds nothing on its node any more
 	// deleting: the pod has a deletionTimestamp; it still holds its node until it is gone.
 	deleting bool
+	// topology is what the pod asks of the network between its gang's nodes (tiers.go).
+	topology topologyRule
 	// priority is spec.priority, which the apiserver's Priority admission sets from the pod's
 	// PriorityClass (0 without one); preemptNever is preemptionPolicy: Never.
 	priority     int32
@@ -71,7 +73,9 @@ type nodeInfo struct {
 	known         bool
 	unschedulable bool
 	allocatable   placement.Resources
-	requested     placement.Resources
+	// domains are the node's network domain at each of the ledger's tiers (package fabric).
+	domains   []string
+	requested placement.Resources
 	// binding is what ordinary binds on their way to the apiserver will take: the scheduler
 	// binds pods in parallel, and a takeover decided for one must see the others (takeover.go).
 	binding placement.Resources
@@ -85,7 +89,9 @@ type nodeInfo struct {
 	gpus       gpuLedger
 }
 
-func (n *nodeInfo) free() placement.Resources { return n.allocatable.Sub(n.requested) }
+// free is what the node has left after bound pods and the ordinary binds on their way: a gang
+// planned the moment a takeover let a pod through must not plan on what that pod is taking.
+func (n *nodeInfo) free() placement.Resources { return n.allocatable.Sub(n.requested).Sub(n.binding) }
 
 // gangInfo groups the pods that name the same gang.
 type gangInfo struct {
@@ -194,6 +200,7 @@ func newPodInfoOf(pod *corev1.Pod, ms gangspec.Membership) *podInfo {
 	p.priority = podPriority(pod)
 	p.preemptNever = pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == corev1.PreemptNever
 	p.gangName, p.task, p.group, p.inline, p.markerErr = ms.Gang, ms.Task, ms.Group, ms.Spec, ms.Err
+	p.topology = ruleOf(ms.Topology)
 	p.spec, p.specErr = p.inline, p.markerErr
 	if raw, ok := pod.Annotations[wellknown.AnnotationGPUIDs]; ok && p.requests.GPU > 0 {
 		// A malformed list counts as unknown indices: the GPUs still count as taken.

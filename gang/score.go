@@ -49,6 +49,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 		}
 	}
 	reserved, _ := m.book.held(above(gangKeyOf(p), p.priority))
+	near := m.nearMates(mates)
 	var memo scoreMemo
 	for i, name := range nodes {
 		n, ok := m.ledger.nodes[name]
@@ -65,8 +66,46 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 			held = reserved[name].GPU
 		}
 		scores[i] = int64(memo.gpuScore(n, p.requests.GPU, held))
+		if near != nil {
+			scores[i] = near.score(n, scores[i])
+		}
 	}
 	return scores
+}
+
+// mateDomains are, per network tier, the domains holding a gang's bound members: a member after
+// quorum prefers the narrowest of them, so the gang's traffic stays inside it.
+type mateDomains []map[string]bool
+
+// nearMates is nil without tiers or mates.
+func (m *Manager) nearMates(mates map[string]bool) mateDomains {
+	if len(m.cfg.Tiers) == 0 || len(mates) == 0 {
+		return nil
+	}
+	out := make(mateDomains, len(m.cfg.Tiers))
+	for i := range out {
+		out[i] = map[string]bool{}
+		for node := range mates {
+			if n := m.ledger.nodes[node]; n != nil && i < len(n.domains) {
+				out[i][n.domains[i]] = true
+			}
+		}
+	}
+	return out
+}
+
+// score ranks a node by the narrowest tier at which it shares a domain with a mate (MaxScore-1
+// for the narrowest, one less per tier), above every node sharing none, whose GPU score gpu is
+// capped below them; among nodes of one tier the GPU score cannot reorder them, which keeps the
+// rule simple to read off /debug/gangs.
+func (d mateDomains) score(n *nodeInfo, gpu int64) int64 {
+	floor := int64(wellknown.MaxScore - 1 - len(d))
+	for i, domains := range d {
+		if i < len(n.domains) && domains[n.domains[i]] {
+			return max(floor+1, int64(wellknown.MaxScore-1-i))
+		}
+	}
+	return max(min(gpu, floor), 0)
 }
 
 // reservedNode is the node a member's gang holds for it, "" when none.

@@ -46,6 +46,10 @@ type GangStatus struct {
 	// Priority is the members' spec.priority.
 	Priority int32 `json:"priority"`
 	Phase    Phase `json:"phase"`
+	// Topology is what the members ask of the network ("required example.com/rack"), if anything.
+	Topology string `json:"topology,omitempty"`
+	// Domains are, per network tier, the domains the gang's bound and reserved members are in.
+	Domains []TierDomains `json:"domains,omitempty"`
 	// Line is the gang's place among the gangs waiting for capacity; nil when it is not waiting.
 	Line               *LineStatus `json:"line,omitempty"`
 	Bound              int         `json:"bound"`
@@ -134,6 +138,8 @@ func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
 	for _, p := range g.sortedMembers() {
 		st.Members = append(st.Members, memberStatus(p, spec, refPod, res))
 	}
+	st.Topology = g.topology().String()
+	st.Domains = m.domainsOf(st.Members)
 	if st.Reason == "" {
 		st.Reason = "no member has reached lockstep's filter yet"
 		for _, mb := range st.Members {

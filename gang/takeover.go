@@ -65,7 +65,7 @@ func (m *Manager) takeNodeLocked(p *podInfo, node string, fx *effects) {
 	own := gangKeyOf(p)
 	for _, r := range m.book.yielding(own, p.priority) {
 		held, _ := m.book.held(everyOther(own))
-		if fits, _ := p.requests.FitsIn(n.free().Sub(n.binding).Sub(held[node])); fits {
+		if fits, _ := p.requests.FitsIn(n.free().Sub(held[node])); fits {
 			return
 		}
 		if r.holdsOn(node) {

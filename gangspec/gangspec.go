@@ -38,6 +38,9 @@ type Spec struct {
 	// Source says where the rules were read, for people: "Volcano PodGroup team-a/job-1
 	// (scheduling.volcano.sh/v1beta1)" or "Koordinator annotations".
 	Source string
+	// Topology is what the group object asks of the network (Volcano's spec.networkTopology);
+	// a member's own annotation comes first.
+	Topology Topology
 }
 
 // Key identifies a gang: namespace/name.
@@ -74,6 +77,20 @@ type Membership struct {
 	Group string
 	// Err is why the pod's gang markers cannot be used; the pod is refused with it.
 	Err error
+	// Topology is what the pod asks of the network between its gang's nodes; zero for nothing.
+	Topology Topology
+}
+
+// Topology asks that a gang's quorum fit in one domain of a network tier: by the tier's node label
+// key (or a name the manager matches to one), or by Tier, its place counting from 1 for the
+// narrowest (Volcano's highestTierAllowed). Required makes the gang wait until one domain does,
+// otherwise it is a preference.
+type Topology struct {
+	Key      string
+	Tier     int
+	Required bool
+	// Source names the annotation it was read from, for messages.
+	Source string
 }
 
 // Reader reads a pod's gang membership. It must be cheap and safe to call concurrently: the
@@ -125,6 +142,9 @@ var comparedFields = []comparedField{
 	{"gang group", func(s *Spec) string { return strings.Join(s.Bundle, ",") }},
 	{"match-policy", func(s *Spec) string { return string(s.Policy) }},
 	{"mode", func(s *Spec) string { return s.Mode }},
+	{"network topology", func(s *Spec) string {
+		return fmt.Sprintf("%s/%d/%t", s.Topology.Key, s.Topology.Tier, s.Topology.Required)
+	}},
 }
 
 func optionalInt(v int) string {

@@ -45,6 +45,10 @@ const (
 	// LabelKueuePodGroup and AnnotationKueueTotalCount make a Kueue plain pod group.
 	LabelKueuePodGroup        = "kueue.x-k8s.io/pod-group-name"
 	AnnotationKueueTotalCount = "kueue.x-k8s.io/pod-group-total-count"
+	// AnnotationKueueRequiredTopology and AnnotationKueuePreferredTopology are Kueue's
+	// topology-aware scheduling requests, valued with a node label key (a tier).
+	AnnotationKueueRequiredTopology  = "kueue.x-k8s.io/podset-required-topology"
+	AnnotationKueuePreferredTopology = "kueue.x-k8s.io/podset-preferred-topology"
 )
 
 // lockstep's own annotations.
@@ -57,6 +61,11 @@ const (
 	// AnnotationGPUTopology is the node annotation that carries a node's GPU topology (package
 	// gpu says its format; gpu-agent writes it).
 	AnnotationGPUTopology = "lockstep.dev/gpu-topology"
+	// AnnotationRequiredTopology and AnnotationPreferredTopology ask, on a gang member, that the
+	// gang's quorum fit in one domain of the network tier the value names (a node label key of
+	// --topology-tiers): required waits until one does, preferred falls back to the cluster.
+	AnnotationRequiredTopology  = "lockstep.dev/required-topology"
+	AnnotationPreferredTopology = "lockstep.dev/preferred-topology"
 )
 
 // Event reasons lockstep writes on pods.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-sched/lockstep/extender"
+	"github.com/lockstep-sched/lockstep/fabric"
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
@@ -51,15 +52,18 @@ type options struct {
 	maxRequestBytes        int64
 	gangPreemption         bool
 	starvationThreshold    time.Duration
-	qps                    float64
-	burst                  int
-	bindQPS                float64
-	bindBurst              int
-	eventsQPS              float64
-	eventsBurst            int
-	gcPercent              int
-	memoryLimit            int64
-	profiling              bool
+	// topologyTiers is the --topology-tiers flag; tiers is it parsed by validate.
+	topologyTiers string
+	tiers         fabric.Tiers
+	qps           float64
+	burst         int
+	bindQPS       float64
+	bindBurst     int
+	eventsQPS     float64
+	eventsBurst   int
+	gcPercent     int
+	memoryLimit   int64
+	profiling     bool
 }
 
 func defaultOptions() options {
@@ -103,6 +107,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.groupDiscoveryInterval, "group-discovery-interval", o.groupDiscoveryInterval, "how often lockstep asks the apiserver which PodGroup APIs (scheduler-plugins, Koordinator, Volcano, kube-batch) it serves; a CRD installed later is watched from the next look on")
 	fs.DurationVar(&o.commitTimeout, "commit-timeout", o.commitTimeout, "how long lockstep keeps retrying the bindings of a gang that reached quorum")
 	fs.BoolVar(&o.gangPreemption, "gang-preemption", o.gangPreemption, "let a gang whose quorum does not fit evict lower-priority pods for it, whole gangs or ordinary pods, through the Eviction API (PodDisruptionBudgets hold); false leaves preemption to kube-scheduler alone, which lockstep keeps from breaking gangs")
+	fs.StringVar(&o.topologyTiers, "topology-tiers", o.topologyTiers, "network tiers between nodes, narrowest first: a comma-separated list of node label keys (a node without a tier's label sits alone there), or a preset: "+fabric.PresetNames()+"; a gang's quorum goes to the narrowest single domain that holds it. Empty: by nodes alone")
 	fs.DurationVar(&o.starvationThreshold, "starvation-threshold", o.starvationThreshold, "how long a gang whose quorum fits the cluster may wait for free capacity before lockstep holds capacity for it as it frees, keeping pods and gangs of equal or lower priority off it; 0 turns the rule off")
 	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", o.maxRequestBytes, "largest request body accepted; larger ones get 413")
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "queries per second to the apiserver for everything but bindings, events and pod conditions (informers' lists)")
@@ -137,6 +142,11 @@ func (o *options) validate() error {
 		}
 		o.httpTimeout = timeout
 	}
+	tiers, err := fabric.Parse(o.topologyTiers)
+	if err != nil {
+		return fmt.Errorf("--topology-tiers: %w", err)
+	}
+	o.tiers = tiers
 	if o.bindWait <= 0 {
 		return fmt.Errorf("--bind-wait must be positive, got %s", o.bindWait)
 	}

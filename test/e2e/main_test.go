@@ -43,7 +43,7 @@ func runSuite(m *testing.M) int {
 	}
 	// LOCKSTEP_E2E_KEEP=1 keeps every component's log and data for a look after the run.
 	e, err := harness.Up(ctx, harness.Options{Logf: logf, KeepWorkDir: os.Getenv("LOCKSTEP_E2E_KEEP") != "", Race: true, FaultProxy: true,
-		LockstepArgs: []string{"--starvation-threshold", starvationThreshold.String()}})
+		LockstepArgs: []string{"--starvation-threshold", starvationThreshold.String(), "--topology-tiers", suiteTiers}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: setting up the control plane failed: %v\n", err)
 		return 1

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockstep-sched/lockstep/dialect"
+	"github.com/lockstep-sched/lockstep/fabric"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -50,7 +51,10 @@ type lockstepPolicy struct {
 	onPlaced func(g *gangSpec, member int, n *nodeState, ids []int)
 }
 
-func newLockstep(c *cluster) (*lockstepPolicy, error) {
+// newLockstep starts a manager with the given network tiers (nil: none) on c's nodes, labelled
+// with their place in fab (nil: no labels). Both lockstep runs see the same labels: the tiers in
+// its configuration are all that tells them apart.
+func newLockstep(c *cluster, fab *netFabric, tiers fabric.Tiers) (*lockstepPolicy, error) {
 	l := &lockstepPolicy{binder: &schedsim.Binder{}, pods: map[types.UID]*corev1.Pod{},
 		t0: time.Date(2023, 7, 10, 0, 0, 0, 0, time.UTC)}
 	getPod := func(_ context.Context, ns, name string) (*corev1.Pod, error) {
@@ -61,9 +65,11 @@ func newLockstep(c *cluster) (*lockstepPolicy, error) {
 		}
 		return nil, fmt.Errorf("pod %s/%s not found", ns, name)
 	}
-	l.m = gang.NewManager(gang.Config{BindWait: 10 * time.Second, DefaultWaitingTime: time.Hour, Reader: dialect.Pods{}}, l.binder, getPod, nil, nil)
+	l.m = gang.NewManager(gang.Config{BindWait: 10 * time.Second, DefaultWaitingTime: time.Hour, Reader: dialect.Pods{}, Tiers: tiers},
+		l.binder, getPod, nil, nil)
 	for _, n := range c.nodes {
 		obj := nodeObject(n.traceNode, n.topo)
+		fab.label(obj)
 		// What lockstep will read back from the annotation must be the topology the metrics use.
 		if t, src, err := gpu.FromNode(obj); err != nil || src != gpu.SourceAnnotation || !t.Equal(n.topo) {
 			return nil, fmt.Errorf("node %s: gpu.FromNode gives source %v, error %v, same topology %v", n.name, src, err, t.Equal(n.topo))

@@ -4,8 +4,10 @@
 // on the trace's 1,213 GPU nodes under three policies (a real lockstep gang.Manager driven as
 // kube-scheduler drives the extender, and two topology-unaware all-or-nothing baselines, spread
 // and best-fit) until the first gang that cannot be placed, and prints, per pod list, the GPU
-// allocation ratio, stranded GPUs, NVLink quality of multi-GPU pods and gang spread, all from
-// this one run.
+// allocation ratio, stranded GPUs, NVLink quality of multi-GPU pods and gang spread. The nodes
+// also get a seeded network of racks and blocks (network.go), and a fourth run, lockstep with
+// those network tiers, joins the others in a table of how many racks and blocks multi-node gangs
+// span; all from this one run.
 //
 // The trace is read from ../shared/traces/openb beside the repository root (the directory with
 // go.mod); -trace-dir overrides it.
@@ -21,6 +23,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/fabric"
 )
 
 const citation = `Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC'23`
@@ -32,6 +36,7 @@ const nodeList = "openb_node_list_gpu_node.csv"
 func main() {
 	traceDir := flag.String("trace-dir", "", "directory with the openb CSV files (default: ../shared/traces/openb from the repository root)")
 	seed := flag.Uint64("seed", 1, "seed of the gang grouping")
+	fabricSeed := flag.Uint64("fabric-seed", 1, "seed of the nodes' places in racks")
 	misses := flag.Int("misses", 12, "lockstep NVLink misses to list per pod list")
 	flag.Parse()
 
@@ -39,13 +44,13 @@ func main() {
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
 
-	if err := run(*traceDir, *seed, *misses); err != nil {
+	if err := run(*traceDir, *seed, *fabricSeed, *misses); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-packing:", err)
 		os.Exit(1)
 	}
 }
 
-func run(traceDir string, seed uint64, showMisses int) error {
+func run(traceDir string, seed, fabricSeed uint64, showMisses int) error {
 	if traceDir == "" {
 		root, err := repoRoot()
 		if err != nil {
@@ -59,6 +64,7 @@ func run(traceDir string, seed uint64, showMisses int) error {
 		return fmt.Errorf("%w (set -trace-dir to the directory holding the openb CSV files)", err)
 	}
 	topos := topologies{}
+	fab := newFabric(nodes, fabricSeed)
 	fmt.Printf("lockstep packing benchmark on the openb trace (%s)\n", traceDir)
 	fmt.Printf("trace: %s\n", citation)
 	fmt.Printf("nodes: %s\n", describeNodes(nodes))
@@ -66,6 +72,7 @@ func run(traceDir string, seed uint64, showMisses int) error {
 	for _, r := range topologyRules {
 		fmt.Println("  -", r)
 	}
+	fmt.Println("network:", fab.describe())
 	fmt.Println("replay: whole-GPU pods only (gpu_milli = 1000, num_gpu >= 1), in arrival order (creation_time, then row; row order when")
 	fmt.Println("  the list has no times), cpu_milli and memory_mib as requests, no deletions, until the first gang that cannot be placed")
 	fmt.Println("gangs:", gangRule(seed))
@@ -74,11 +81,13 @@ func run(traceDir string, seed uint64, showMisses int) error {
 	fmt.Println("    (ties: first), then every member's Bind concurrently (held until quorum); GPU indices as lockstep's commit chose them")
 	fmt.Println("  - spread:   each member to the feasible node with the most free GPUs (then most free CPU, then name); lowest free indices")
 	fmt.Println("  - best-fit: each member to the feasible node with the fewest free GPUs (then least free CPU, then name); lowest free indices")
+	fmt.Printf("  - lockstep+tiers: the same, with gang.Config.Tiers = %s, %s: each gang's quorum in one rack if one holds it,\n", labelRack, labelBlock)
+	fmt.Println("    else in one block (the tightest fit of each), else across the cluster; network table only")
 	fmt.Println("  baselines place member by member and take the whole gang back if a member does not fit (all-or-nothing too);")
 	fmt.Println("  feasible = free GPUs >= request, free CPU, free memory, a free pod slot")
 
 	for _, list := range podLists {
-		if err := runList(filepath.Join(traceDir, list), nodes, topos, seed, showMisses); err != nil {
+		if err := runList(filepath.Join(traceDir, list), nodes, topos, fab, seed, showMisses); err != nil {
 			return err
 		}
 	}
@@ -116,7 +125,11 @@ type policyRun struct {
 	misses   []nvlinkMiss
 }
 
-func runList(path string, nodes []traceNode, topos topologies, seed uint64, showMisses int) error {
+// policies are the runs of each pod list. The packing table shows the first three as it always
+// has; lockstep+tiers joins them in the network table.
+var policies = []string{"lockstep", "spread", "best-fit", "lockstep+tiers"}
+
+func runList(path string, nodes []traceNode, topos topologies, fab *netFabric, seed uint64, showMisses int) error {
 	pods, rows, hasTimes, err := loadPods(path)
 	if err != nil {
 		return err
@@ -133,47 +146,72 @@ func runList(path string, nodes []traceNode, topos topologies, seed uint64, show
 	fmt.Printf("  multi-member gangs by GPUs per member: %s\n", countGangsIf(gangs, func(g gangSpec) bool { return len(g.pods) > 1 }, func(g gangSpec) int { return g.numGPU }))
 
 	var runs []*policyRun
-	for _, name := range []string{"lockstep", "spread", "best-fit"} {
-		c, err := newCluster(nodes, topos)
+	for _, name := range policies {
+		r, err := runPolicy(name, gangs, nodes, topos, fab)
 		if err != nil {
-			return err
-		}
-		r := &policyRun{name: name, c: c}
-		var place func(*cluster, *gangSpec) (bool, string, error)
-		switch name {
-		case "lockstep":
-			if r.lockstep, err = newLockstep(c); err != nil {
-				return err
-			}
-			r.lockstep.onPlaced = func(g *gangSpec, member int, n *nodeState, ids []int) {
-				if miss, ok := checkNVLink(c, g, member, n, ids); ok {
-					r.misses = append(r.misses, miss)
-				}
-			}
-			place = r.lockstep.placeGang
-		case "spread":
-			place = spread.placeGang
-		case "best-fit":
-			place = bestFit.placeGang
-		}
-		t0 := time.Now()
-		for i := range gangs {
-			ok, why, err := place(c, &gangs[i])
-			if err != nil {
-				return fmt.Errorf("%s, %s: %w", filepath.Base(path), name, err)
-			}
-			if !ok {
-				r.stopGang, r.stopWhy = &gangs[i], why
-				break
-			}
-			r.gangs++
-		}
-		r.elapsed = time.Since(t0)
-		if r.lockstep != nil {
-			r.lockstep.m.Stop()
+			return fmt.Errorf("%s, %s: %w", filepath.Base(path), name, err)
 		}
 		runs = append(runs, r)
 	}
-	report(pods, gangs, runs, showMisses, nodes)
+	report(pods, gangs, runs[:3], showMisses, nodes)
+	fmt.Println()
+	reportNetwork(gangs, runs, nodes, fab)
 	return nil
+}
+
+// runPolicy replays the gangs in order under one policy, on a fresh cluster, until the first
+// that cannot be placed.
+func runPolicy(name string, gangs []gangSpec, nodes []traceNode, topos topologies, fab *netFabric) (*policyRun, error) {
+	c, err := newCluster(nodes, topos)
+	if err != nil {
+		return nil, err
+	}
+	r := &policyRun{name: name, c: c}
+	place, err := placer(r, fab)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	for i := range gangs {
+		ok, why, err := place(c, &gangs[i])
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			r.stopGang, r.stopWhy = &gangs[i], why
+			break
+		}
+		r.gangs++
+	}
+	r.elapsed = time.Since(t0)
+	if r.lockstep != nil {
+		r.lockstep.m.Stop()
+	}
+	return r, nil
+}
+
+// placer is the gang placement of r's policy; for lockstep it starts the manager on r's cluster.
+func placer(r *policyRun, fab *netFabric) (func(*cluster, *gangSpec) (bool, string, error), error) {
+	switch r.name {
+	case "spread":
+		return spread.placeGang, nil
+	case "best-fit":
+		return bestFit.placeGang, nil
+	}
+	var tiers fabric.Tiers
+	if r.name == "lockstep+tiers" {
+		tiers = benchTiers
+	}
+	var err error
+	if r.lockstep, err = newLockstep(r.c, fab, tiers); err != nil {
+		return nil, err
+	}
+	if r.name == "lockstep" {
+		r.lockstep.onPlaced = func(g *gangSpec, member int, n *nodeState, ids []int) {
+			if miss, ok := checkNVLink(r.c, g, member, n, ids); ok {
+				r.misses = append(r.misses, miss)
+			}
+		}
+	}
+	return r.lockstep.placeGang, nil
 }

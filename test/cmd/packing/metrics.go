@@ -213,6 +213,16 @@ func ratio(a, b int) float64 {
 	return float64(a) / float64(b)
 }
 
+// stopLine says where a policy's replay stopped and why.
+func stopLine(r *policyRun) string {
+	g := r.stopGang
+	if g == nil {
+		return fmt.Sprintf("  %-8s stopped: end of the list, every gang placed", r.name)
+	}
+	return fmt.Sprintf("  %-8s stopped at %s (%d x %d GPU, pods %s..%s): %s", r.name, g.name, len(g.pods), g.numGPU,
+		g.pods[0].name, g.pods[len(g.pods)-1].name, r.stopWhy)
+}
+
 func report(pods []tracePod, gangs []gangSpec, runs []*policyRun, showMisses int, nodes []traceNode) {
 	median := medianGPUs(pods)
 	st := map[string]stats{}
@@ -234,14 +244,8 @@ func report(pods []tracePod, gangs []gangSpec, runs []*policyRun, showMisses int
 	}
 	w.Flush()
 	for _, r := range runs {
-		if r.stopGang == nil {
-			fmt.Printf("  %-8s stopped: end of the list, every gang placed\n", r.name)
-		} else {
-			g := r.stopGang
-			fmt.Printf("  %-8s stopped at %s (%d x %d GPU, pods %s..%s): %s\n", r.name, g.name, len(g.pods), g.numGPU,
-				g.pods[0].name, g.pods[len(g.pods)-1].name, r.stopWhy)
-			explainStop(r, nodes)
-		}
+		fmt.Println(stopLine(r))
+		explainStop(r, nodes)
 	}
 	fmt.Printf("  stranded (free < %d): free GPUs on nodes with fewer free than the median num_gpu (%d) of the replayed pods;\n", median, median)
 	if median <= 1 {
@@ -252,12 +256,6 @@ func report(pods []tracePod, gangs []gangSpec, runs []*policyRun, showMisses int
 	fmt.Println("    share whose GPUs are pairwise NVLink-connected; gangs on fewest nodes: gangs of >= 2 members on ceil(GPUs/8) nodes")
 
 	ls, bf := st["lockstep"], st["best-fit"]
-	passMiss := func(ok bool) string {
-		if ok {
-			return "PASS"
-		}
-		return "MISS"
-	}
 	allocOK := ls.allocated*bf.total >= bf.allocated*ls.total
 	fmt.Printf("  target: lockstep allocation ratio >= best-fit's: %.4f vs %.4f: %s\n", ratio(ls.allocated, ls.total), ratio(bf.allocated, bf.total), passMiss(allocOK))
 	fmt.Printf("  target: lockstep 100%% NVLink where possible: %d/%d = %s: %s\n", ls.nvGood, ls.nvEligible, pct(ls.nvGood, ls.nvEligible), passMiss(ls.nvGood == ls.nvEligible))

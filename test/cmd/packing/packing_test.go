@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -111,7 +113,7 @@ func TestLockstepSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := newLockstep(c)
+	l, err := newLockstep(c, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,4 +168,146 @@ func TestCheckNVLink(t *testing.T) {
 
 func pod(name string, k int) tracePod {
 	return tracePod{name: name, numGPU: k, cpuMilli: 1000, memMiB: 1024}
+}
+
+func TestFabricLayout(t *testing.T) {
+	var nodes []traceNode
+	for i := range 70 {
+		nodes = append(nodes, traceNode{name: fmt.Sprintf("n%02d", i), gpus: 8, model: "G2"})
+	}
+	f := newFabric(nodes, 7)
+	if again := newFabric(nodes, 7); !reflect.DeepEqual(f, again) {
+		t.Fatal("same seed, different layout")
+	}
+	if other := newFabric(nodes, 8); reflect.DeepEqual(f.rackOf, other.rackOf) {
+		t.Fatal("another seed, the same layout")
+	}
+	// 70 nodes: 8 racks of 8 and one of 6; racks 0-3 in b00, 4-7 in b01, 8 in b02.
+	if len(f.racks) != 9 || len(f.rackOf) != 70 {
+		t.Fatalf("%d racks, %d nodes placed", len(f.racks), len(f.rackOf))
+	}
+	names := map[string]bool{}
+	for i, r := range f.racks {
+		want := rackNodes
+		if i == 8 {
+			want = 6
+		}
+		if len(r.nodes) != want || r.block != fmt.Sprintf("b%02d", i/4) || r.name != fmt.Sprintf("b%02d-r%d", i/4, i%4) || names[r.name] {
+			t.Fatalf("rack %d: %s in %s with %d nodes", i, r.name, r.block, len(r.nodes))
+		}
+		names[r.name] = true
+		for _, n := range r.nodes {
+			if f.rackOf[n.name] != i {
+				t.Fatalf("node %s in rack %d, rackOf says %d", n.name, i, f.rackOf[n.name])
+			}
+		}
+	}
+	obj := nodeObject(nodes[0], mustTopology(t, "G2", 8))
+	f.label(obj)
+	r := f.racks[f.rackOf["n00"]]
+	if obj.Labels[labelRack] != r.name || obj.Labels[labelBlock] != r.block {
+		t.Fatalf("labels %v, want rack %s block %s", obj.Labels, r.name, r.block)
+	}
+}
+
+// TestNetworkMetrics places gangs by hand on 5 racks of 8-GPU nodes (n00-n07 rack b00-r0,
+// n08-n15 b00-r1, ..., n32-n39 b01-r0).
+func TestNetworkMetrics(t *testing.T) {
+	var nodes []traceNode
+	for i := range 40 {
+		nodes = append(nodes, traceNode{name: fmt.Sprintf("n%02d", i), cpuMilli: 96000, memMiB: 393216, gpus: 8, model: "G2"})
+	}
+	f := chunkFabric(nodes)
+	c, err := newCluster(nodes, topologies{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gangs := []gangSpec{
+		{name: "two-racks", numGPU: 8, pods: []tracePod{pod("a0", 8), pod("a1", 8)}},
+		{name: "one-rack", numGPU: 8, pods: []tracePod{pod("b0", 8), pod("b1", 8)}},
+		{name: "two-blocks", numGPU: 8, pods: []tracePod{pod("c0", 8), pod("c1", 8)}},
+		{name: "one-node", numGPU: 1, pods: []tracePod{pod("d0", 1), pod("d1", 1)}}, // not multi-node
+	}
+	where := [][]int{{0, 8}, {1, 2}, {3, 32}, {4, 4}}
+	allocated := 0
+	for i, at := range where {
+		for j, n := range at {
+			ids := []int{0, 1, 2, 3, 4, 5, 6, 7}
+			if gangs[i].numGPU == 1 {
+				ids = []int{j}
+			}
+			if err := c.place(gangs[i].pods[j], &gangs[i], c.nodes[n], ids); err != nil {
+				t.Fatal(err)
+			}
+			allocated += len(ids)
+		}
+	}
+	kind := classifyGangs(gangs, nodes, f)
+	if len(kind) != 3 || kind[&gangs[3]].multiNode || !kind[&gangs[0]].rackFit {
+		t.Fatalf("classified %v", kind)
+	}
+	s := measureNetwork(c, f, kind)
+	want := netStats{gangs: 3, oneRack: 1, oneBlock: 2, racks: 5, rackFit: 3, rackFitInOne: 1, allocated: allocated, total: 320}
+	if s != want {
+		t.Fatalf("stats %+v, want %+v", s, want)
+	}
+}
+
+// TestRackFit: two 8-GPU members fit a rack with two 8-GPU nodes, not one with a single 8-GPU
+// node and many small ones, whatever its GPU total.
+func TestRackFit(t *testing.T) {
+	big := traceNode{name: "big", cpuMilli: 96000, memMiB: 393216, gpus: 8, model: "G2"}
+	small := traceNode{name: "small", cpuMilli: 64000, memMiB: 262144, gpus: 2, model: "T4"}
+	g := &gangSpec{name: "g", numGPU: 8, pods: []tracePod{pod("a", 8), pod("b", 8)}}
+	if !fitsOn(g, []traceNode{big, small, big}) || fitsOn(g, []traceNode{big, small, small, small, small}) {
+		t.Fatal("fitsOn")
+	}
+	cpuHog := &gangSpec{name: "h", numGPU: 4, pods: []tracePod{pod("c", 4), pod("d", 4)}}
+	cpuHog.pods[0].cpuMilli, cpuHog.pods[1].cpuMilli = 60000, 60000
+	if fitsOn(cpuHog, []traceNode{big}) || !fitsOn(cpuHog, []traceNode{big, big}) {
+		t.Fatal("fitsOn ignores cpu")
+	}
+}
+
+// TestLockstepTiersOneRack: only rack b00-r1 has two 8-GPU nodes; with tiers the manager puts a
+// gang of 2 x 8 GPU there, not on the 8-GPU node of each rack.
+func TestLockstepTiersOneRack(t *testing.T) {
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
+	var nodes []traceNode
+	for i := range 16 {
+		n := traceNode{name: fmt.Sprintf("n%02d", i), cpuMilli: 64000, memMiB: 262144, gpus: 2, model: "T4"}
+		if i == 0 || i == 14 || i == 15 {
+			n = traceNode{name: n.name, cpuMilli: 96000, memMiB: 393216, gpus: 8, model: "G2"}
+		}
+		nodes = append(nodes, n)
+	}
+	f := chunkFabric(nodes)
+	c, err := newCluster(nodes, topologies{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := newLockstep(c, f, benchTiers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.m.Stop)
+	g := &gangSpec{name: "g", numGPU: 8, pods: []tracePod{pod("a", 8), pod("b", 8)}}
+	if ok, why, err := l.placeGang(c, g); err != nil || !ok {
+		t.Fatalf("ok %v why %q err %v", ok, why, err)
+	}
+	for _, pl := range c.placed {
+		if f.racks[f.rackOf[pl.node.name]].name != "b00-r1" {
+			t.Fatalf("member %s on %s, rack %s", pl.pod.name, pl.node.name, f.racks[f.rackOf[pl.node.name]].name)
+		}
+	}
+}
+
+func mustTopology(t *testing.T, model string, n int) *gpu.Topology {
+	t.Helper()
+	tp, err := topologies{}.get(model, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp
 }

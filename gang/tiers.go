@@ -1,0 +1,280 @@
+package gang
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/lockstep-sched/lockstep/fabric"
+	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/placement"
+)
+
+// Network tiers. A multi-node gang spends its life in all-reduce between its nodes, so its
+// quorum goes to the narrowest single domain that holds it (a clique, then a rack, then a block
+// ...), and among domains of that tier to the tightest fit, so that whole domains stay free for
+// the next big gang. A gang that already has members bound prefers their domain. A gang may ask
+// for a tier (topologyRule): preferred, tiers up to it are tried before the whole cluster;
+// required, the quorum waits until one domain of that tier or a narrower one holds it.
+
+// topologyRule is what a gang's members ask of the network: a tier by its label key, and whether
+// the quorum must fit in one of its domains. The zero rule prefers the narrowest tier that holds
+// the quorum and falls back to the whole cluster.
+type topologyRule struct {
+	// key names the tier by its node label key, or by its short name (fabric.Short); tier, when
+	// not 0, by its place counting from 1 for the narrowest (Volcano's highestTierAllowed).
+	key      string
+	tier     int
+	required bool
+	// source is where it came from, for messages.
+	source string
+}
+
+func ruleOf(t gangspec.Topology) topologyRule {
+	return topologyRule{key: t.Key, tier: t.Tier, required: t.Required, source: t.Source}
+}
+
+func (r topologyRule) set() bool { return r.key != "" || r.tier > 0 }
+
+// same reports whether two members ask the same, whichever annotation each wrote it in.
+func (r topologyRule) same(o topologyRule) bool {
+	return r.key == o.key && r.tier == o.tier && r.required == o.required
+}
+
+// tierIndex is the configured tier the rule names, -1 when it names none of them.
+func (m *Manager) tierIndex(r topologyRule) int {
+	if r.tier > 0 {
+		if r.tier <= len(m.cfg.Tiers) {
+			return r.tier - 1
+		}
+		return -1
+	}
+	if i := m.cfg.Tiers.Index(r.key); i >= 0 || r.key == "" {
+		return i
+	}
+	for i, key := range m.cfg.Tiers {
+		if fabric.Short(key) == r.key {
+			return i
+		}
+	}
+	return -1
+}
+
+// tierError refuses the members of a gang that requires a tier lockstep was not configured with:
+// nothing could ever satisfy it. A preferred one is only a preference, and counts as none.
+func (m *Manager) tierError(p *podInfo, g *gangInfo) error {
+	r := g.topology()
+	if !r.required || m.tierIndex(r) >= 0 {
+		return nil
+	}
+	asked := fmt.Sprintf("%q", r.key)
+	if r.tier > 0 {
+		asked = fmt.Sprintf("tier %d", r.tier)
+	}
+	return fmt.Errorf("pod %s: %s requires %s: not one of lockstep's --topology-tiers (%s); name one of those, or prefer the tier instead of requiring it",
+		p.key(), r.source, asked, strings.Join(m.cfg.Tiers, ", "))
+}
+
+func (r topologyRule) String() string {
+	name := r.key
+	if r.tier > 0 {
+		name = fmt.Sprintf("tier %d", r.tier)
+	}
+	switch {
+	case !r.set():
+		return ""
+	case r.required:
+		return "required " + name
+	}
+	return "preferred " + name
+}
+
+// topology is the rule of the gang's reference member, which every member must share, or failing
+// that its group object's.
+func (g *gangInfo) topology() topologyRule {
+	spec, ref := g.reference()
+	switch {
+	case ref == nil:
+		return topologyRule{}
+	case ref.topology.set():
+		return ref.topology
+	}
+	return ruleOf(spec.Topology)
+}
+
+// widestTier is the last tier a gang's plan tries one domain of, -1 without tiers. A rule naming
+// a label key that is not a tier counts as none (a required one refuses the member; see
+// memberError).
+func (m *Manager) widestTier(rule topologyRule) int {
+	last := len(m.cfg.Tiers) - 1
+	if i := m.tierIndex(rule); i >= 0 {
+		last = i
+	}
+	return last
+}
+
+// placeByTiers places the quorum in in.Members in the narrowest domain that holds it, tier by
+// tier up to the gang's widest; failing that, across the cluster unless the rule requires a tier.
+// A quorum the planner puts on one node needs no network at all, and keeps the planner's node
+// choice: ranking domains by GPUs alone and re-placing such gangs inside the tightest rack cost
+// the openb replay a tenth of its allocation ratio (make bench-packing, docs/packing-network.md).
+func (m *Manager) placeByTiers(g *gangInfo, in placement.Input) placement.Plan {
+	flat := placement.Place(in)
+	if flat.OK && oneNode(flat.Nodes) {
+		return flat
+	}
+	rule := g.topology()
+	for tier := 0; tier <= m.widestTier(rule); tier++ {
+		if plan, ok := m.bestDomain(in, tier); ok {
+			return plan
+		}
+	}
+	if rule.required && m.tierIndex(rule) >= 0 {
+		return placement.Plan{Failed: 0}
+	}
+	return flat
+}
+
+func oneNode(nodes []string) bool {
+	for _, n := range nodes {
+		if n != nodes[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// domainFit is one domain's plan for a quorum, with what ranks it.
+type domainFit struct {
+	name     string
+	plan     placement.Plan
+	gangHere bool  // it holds members of the gang already
+	leftover int64 // GPUs free in the domain after the quorum: the tightest fit wins
+}
+
+func (a domainFit) better(b domainFit) bool {
+	if a.gangHere != b.gangHere {
+		return a.gangHere
+	}
+	if a.leftover != b.leftover {
+		return a.leftover < b.leftover
+	}
+	return a.name < b.name
+}
+
+// bestDomain is the best plan for in.Members inside one domain of the tier; ok is false when no
+// domain holds them.
+func (m *Manager) bestDomain(in placement.Input, tier int) (placement.Plan, bool) {
+	var need placement.Resources
+	for _, mb := range in.Members {
+		need = need.Add(mb.Requests)
+	}
+	var best domainFit
+	found := false
+	for name, nodes := range m.domainsAt(in.Free, tier) {
+		sub := in
+		sub.Free = make(map[string]placement.Resources, len(nodes))
+		var free int64
+		for _, n := range nodes {
+			sub.Free[n] = in.Free[n]
+			free += max(in.Free[n].GPU, 0)
+		}
+		if free < need.GPU {
+			continue // cannot hold it: spare the plan
+		}
+		plan := placement.Place(sub)
+		if !plan.OK {
+			continue
+		}
+		fit := domainFit{name: name, plan: plan, leftover: free - need.GPU}
+		for _, n := range nodes {
+			fit.gangHere = fit.gangHere || in.GangNodes[n]
+		}
+		if !found || fit.better(best) {
+			best, found = fit, true
+		}
+	}
+	return best.plan, found
+}
+
+// domainsAt groups the nodes of free by their domain at a tier.
+func (m *Manager) domainsAt(free map[string]placement.Resources, tier int) map[string][]string {
+	out := map[string][]string{}
+	for name := range free {
+		if n := m.ledger.nodes[name]; n != nil && tier < len(n.domains) {
+			out[n.domains[tier]] = append(out[n.domains[tier]], name)
+		}
+	}
+	return out
+}
+
+// requiredTierWait is why a gang whose rule requires a tier waits when no domain of it holds its
+// quorum, naming the tier and the domain with the most free; "" when the rule requires nothing.
+func (m *Manager) requiredTierWait(g *gangInfo, in placement.Input) string {
+	rule := g.topology()
+	tier := m.tierIndex(rule)
+	if !rule.required || tier < 0 {
+		return ""
+	}
+	key := m.cfg.Tiers[tier]
+	var need placement.Resources
+	same := true
+	for _, mb := range in.Members {
+		need = need.Add(mb.Requests)
+		same = same && mb.Requests.GPU == in.Members[0].Requests.GPU
+	}
+	asked := fmt.Sprintf("%d members (%d nvidia.com/gpu in all)", len(in.Members), need.GPU)
+	if same {
+		asked = fmt.Sprintf("%d members x %d nvidia.com/gpu", len(in.Members), in.Members[0].Requests.GPU)
+	}
+	largest, where := int64(-1), ""
+	domains := m.domainsAt(in.Free, tier)
+	names := make([]string, 0, len(domains))
+	for name := range domains {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		var free int64
+		for _, n := range domains[name] {
+			free += max(in.Free[n].GPU, 0)
+		}
+		if free > largest {
+			largest, where = free, name
+		}
+	}
+	short := fabric.Short(key)
+	if where == "" {
+		return fmt.Sprintf("gang %s: %s need one %s (%s); no node has the label", g.key, asked, short, key)
+	}
+	return fmt.Sprintf("gang %s: %s need one %s (%s); the largest %s has %d free (%s)", g.key, asked, short, key, short, largest, where)
+}
+
+// TierDomains are the domains of one network tier a gang's members are in.
+type TierDomains struct {
+	Tier    string   `json:"tier"`
+	Domains []string `json:"domains"`
+}
+
+// domainsOf lists, per tier, the domains of the nodes the members are bound or reserved on.
+func (m *Manager) domainsOf(members []MemberStatus) []TierDomains {
+	if len(m.cfg.Tiers) == 0 {
+		return nil
+	}
+	out := make([]TierDomains, 0, len(m.cfg.Tiers))
+	for i, key := range m.cfg.Tiers {
+		seen := map[string]bool{}
+		td := TierDomains{Tier: key, Domains: []string{}}
+		for _, mb := range members {
+			n := m.ledger.nodes[mb.Node]
+			if mb.Node == "" || n == nil || i >= len(n.domains) || seen[n.domains[i]] {
+				continue
+			}
+			seen[n.domains[i]] = true
+			td.Domains = append(td.Domains, n.domains[i])
+		}
+		sort.Strings(td.Domains)
+		out = append(out, td)
+	}
+	return out
+}

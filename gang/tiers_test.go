@@ -1,0 +1,141 @@
+package gang
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockstep-sched/lockstep/fabric"
+	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+const (
+	rackKey  = "example.com/rack"
+	blockKey = "example.com/block"
+)
+
+// rackNodes makes 4-GPU nodes named after their rack, "<block>-<rack>-<i>", labelled with both.
+func rackNodes(block, rack string, count int) []*corev1.Node {
+	out := make([]*corev1.Node, count)
+	for i := range out {
+		out[i] = builders.Node(fmt.Sprintf("%s-%s-%d", block, rack, i)).GPU(4).CPU("64").Memory("256Gi").Pods(110).
+			Label(rackKey, rack).Label(blockKey, block).Obj()
+	}
+	return out
+}
+
+func tierEnv(t *testing.T, nodes ...[]*corev1.Node) *env {
+	cfg := testConfig()
+	cfg.Tiers = fabric.Tiers{rackKey, blockKey}
+	var all []*corev1.Node
+	for _, n := range nodes {
+		all = append(all, n...)
+	}
+	return newEnv(t, cfg, all...)
+}
+
+// rackOf is the rack a gang's members are reserved in, failing when they span more than one.
+func (e *env) racksOf(gang string) []string {
+	for _, td := range e.status("default", gang).Domains {
+		if td.Tier == rackKey {
+			return td.Domains
+		}
+	}
+	return nil
+}
+
+func TestQuorumGoesToTheNarrowestTightestDomain(t *testing.T) {
+	cases := []struct {
+		name      string
+		nodes     [][]*corev1.Node
+		members   int
+		wantRacks []string
+	}{
+		{"the rack that fits exactly, not the roomier one", [][]*corev1.Node{rackNodes("b1", "roomy", 3), rackNodes("b1", "tight", 2)}, 2, []string{"b1/tight"}},
+		{"one block when no rack holds it", [][]*corev1.Node{rackNodes("b1", "r1", 2), rackNodes("b1", "r2", 2), rackNodes("a0", "r3", 1)}, 4, []string{"b1/r1", "b1/r2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tierEnv(t, tc.nodes...)
+			g := members("default", "g", "g", tc.members, tc.members, 4)
+			e.add(g...)
+			e.filterOne(g[0])
+			require.Equal(t, tc.wantRacks, e.racksOf("g"))
+		})
+	}
+}
+
+func TestRequiredTierThatNothingHoldsWaits(t *testing.T) {
+	e := tierEnv(t, rackNodes("b1", "r1", 2), rackNodes("b1", "r2", 2))
+	g := members("default", "g", "g", 3, 3, 4, func(b *builders.PodBuilder) { b.Annotation(wellknown.AnnotationRequiredTopology, rackKey) })
+	e.add(g...)
+	r := e.filter(g[0])
+	require.Empty(t, r.Feasible, "12 GPUs fit the cluster, but no rack has more than 8")
+	require.Equal(t, "gang default/g: 3 members x 4 nvidia.com/gpu need one rack (example.com/rack); the largest rack has 8 free (b1/r1)", r.Failed["b1-r1-0"])
+	st := e.status("default", "g")
+	require.Equal(t, "required example.com/rack", st.Topology)
+	require.Equal(t, PhaseWaiting, st.Phase)
+
+	// Preferred instead: the rack is tried first, then the whole cluster.
+	e2 := tierEnv(t, rackNodes("b1", "r1", 2), rackNodes("b1", "r2", 2))
+	p := members("default", "p", "p", 3, 3, 4, func(b *builders.PodBuilder) { b.Annotation(wellknown.AnnotationKueuePreferredTopology, rackKey) })
+	e2.add(p...)
+	e2.filterOne(p[0])
+	require.Len(t, e2.racksOf("p"), 2)
+}
+
+func TestTopologyRequestsRefusedByName(t *testing.T) {
+	e := tierEnv(t, rackNodes("b1", "r1", 2))
+	unknown := members("default", "u", "u", 2, 2, 1, func(b *builders.PodBuilder) { b.Annotation(wellknown.AnnotationRequiredTopology, "example.com/rck") })
+	e.add(unknown...)
+	require.Equal(t, `pod default/u-0: annotation lockstep.dev/required-topology requires "example.com/rck": not one of lockstep's --topology-tiers (example.com/rack, example.com/block); name one of those, or prefer the tier instead of requiring it`,
+		e.filter(unknown[0]).Failed["b1-r1-0"])
+
+	split := members("default", "s", "s", 2, 2, 1)
+	split[1].Annotations[wellknown.AnnotationRequiredTopology] = rackKey
+	e.add(split...)
+	require.Contains(t, e.filter(split[1]).Failed["b1-r1-0"], `network topology "required example.com/rack": gang default/s already asks ""`)
+
+	both := members("default", "b", "b", 1, 1, 1, func(b *builders.PodBuilder) {
+		b.Annotation(wellknown.AnnotationRequiredTopology, rackKey).Annotation(wellknown.AnnotationKueuePreferredTopology, blockKey)
+	})
+	e.add(both...)
+	require.Contains(t, e.filter(both[0]).Failed["b1-r1-0"], "disagrees with annotation lockstep.dev/required-topology")
+}
+
+// After quorum, further members prefer the nodes of the racks their gang is in.
+func TestMembersAfterQuorumPreferTheirGangsRack(t *testing.T) {
+	e := tierEnv(t, rackNodes("b1", "r1", 2), rackNodes("b1", "r2", 2))
+	g := members("default", "g", "g", 3, 1, 1, func(b *builders.PodBuilder) { b.TotalNumber(3) })
+	g[0].Spec.NodeName = "b1-r2-0"
+	e.add(g...)
+	scores := e.m.Prioritize(g[1], []string{"b1-r1-0", "b1-r1-1", "b1-r2-0", "b1-r2-1"}, nil)
+	require.Equal(t, int64(wellknown.MaxScore), scores[2], "the mate's own node")
+	require.Equal(t, int64(wellknown.MaxScore-1), scores[3], "the mate's rack")
+	require.Less(t, scores[0], scores[3])
+	require.Less(t, scores[1], scores[3])
+}
+
+// Volcano's spec.networkTopology on the PodGroup: highestTierAllowed counts lockstep's tiers from
+// the narrowest, so tier 1 hard means one rack here, and soft falls back to the cluster.
+func TestGroupObjectAsksForATier(t *testing.T) {
+	for _, required := range []bool{true, false} {
+		e := tierEnv(t, rackNodes("b1", "r1", 2), rackNodes("b1", "r2", 2))
+		pods := volcanoMembers("vc", 4, "worker", "worker", "worker")
+		e.add(pods...)
+		e.m.SetGroup(volcanoRules("vc", &gangspec.Spec{MinAvailable: 3,
+			Topology: gangspec.Topology{Tier: 1, Required: required, Source: "spec.networkTopology of Volcano PodGroup default/vc"}}, nil))
+		r := e.filter(pods[0])
+		if required {
+			require.Empty(t, r.Feasible)
+			require.Equal(t, "gang default/vc: 3 members x 4 nvidia.com/gpu need one rack (example.com/rack); the largest rack has 8 free (b1/r1)", r.Failed["b1-r1-0"])
+			require.Equal(t, "required tier 1", e.status("default", "vc").Topology)
+			continue
+		}
+		require.Len(t, r.Feasible, 1, "soft: the whole cluster once no rack holds it")
+	}
+}
