@@ -103,6 +103,11 @@ func (m *Manager) evict(e eviction) {
 func (m *Manager) preemptionRefused(e eviction, p *podInfo, err error) {
 	var fx effects
 	m.mu.Lock()
+	for uid, at := range m.evictRefused { // forget the old ones, so the map stays small
+		if m.now().Sub(at) >= evictRefusedFor {
+			delete(m.evictRefused, uid)
+		}
+	}
 	m.evictRefused[p.uid] = m.now()
 	g := e.preemptor
 	g.lastReason = fmt.Sprintf("gang %s: preemption given up: evicting pod %s was refused: %v; it plans again without that pod", g.key, p.key(), err)
