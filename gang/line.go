@@ -30,7 +30,7 @@ func (m *Manager) lineLocked() []waitingGang {
 		if spec == nil || g.satisfied(spec) || m.liveReservation(key) != nil {
 			continue
 		}
-		w := waitingGang{g: g, prio: g.priority(), since: g.sortedMembers()[0].created}
+		w := waitingGang{g: g, prio: g.priority(), since: g.oldest().created}
 		if first := firstUnplaced(g); first != nil {
 			w.quorum, _ = quorumMembers(first, g, spec)
 			w.waiting = w.quorum != nil

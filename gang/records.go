@@ -158,6 +158,17 @@ func (g *gangInfo) boundCount() int {
 	return n
 }
 
+// oldest is the gang's oldest member; the gang must have one.
+func (g *gangInfo) oldest() *podInfo {
+	var out *podInfo
+	for _, p := range g.members {
+		if out == nil || olderThan(p, out) {
+			out = p
+		}
+	}
+	return out
+}
+
 // sortedMembers returns the members oldest first, the order lockstep plans and shows them in.
 func (g *gangInfo) sortedMembers() []*podInfo {
 	out := make([]*podInfo, 0, len(g.members))

@@ -29,7 +29,7 @@ func (g *gangInfo) waitedSince() time.Time {
 	if !g.waitingSince.IsZero() || len(g.members) == 0 {
 		return g.waitingSince
 	}
-	return g.sortedMembers()[0].created
+	return g.oldest().created
 }
 
 // starving reports whether the gang has waited past the threshold. A gang whose last reservation
@@ -45,7 +45,7 @@ func (m *Manager) starving(g *gangInfo) bool {
 // may never reach lockstep's filter (no node has room for one of them in the scheduler's eyes),
 // and it is exactly then that the capacity freeing must be held for it.
 func (m *Manager) holdForStarvingLocked(fx *effects) {
-	if m.cfg.StarvationThreshold <= 0 || m.book.holder() != "" {
+	if m.cfg.StarvationThreshold <= 0 || !m.anyStarvingLocked() || m.book.holder() != "" {
 		return
 	}
 	for _, w := range m.lineLocked() {
@@ -58,6 +58,17 @@ func (m *Manager) holdForStarvingLocked(fx *effects) {
 			return
 		}
 	}
+}
+
+// anyStarvingLocked is the sweep's cheap look before it builds the line, which plans every
+// waiting gang's quorum: it runs every tick under the lock, and nearly always finds no one.
+func (m *Manager) anyStarvingLocked() bool {
+	for key, g := range m.ledger.gangs {
+		if spec, _ := g.reference(); spec != nil && !g.satisfied(spec) && m.liveReservation(key) == nil && m.starving(g) {
+			return true
+		}
+	}
+	return false
 }
 
 // planHold is a hold for a starving gang's quorum, nil when the rule does not apply: the gang is

@@ -63,13 +63,22 @@ func (m *Manager) takeNodeLocked(p *podInfo, node string, fx *effects) {
 		return
 	}
 	own := gangKeyOf(p)
-	for _, r := range m.book.yielding(own, p.priority) {
+	fits := func() bool {
 		held, _ := m.book.held(everyOther(own))
-		if fits, _ := p.requests.FitsIn(n.free().Sub(held[node])); fits {
-			return
+		ok, _ := p.requests.FitsIn(n.free().Sub(held[node]))
+		return ok
+	}
+	// The usual bind fits beside every reservation: one look at the book, and nothing to sort.
+	if fits() {
+		return
+	}
+	for _, r := range m.book.yielding(own, p.priority) {
+		if !r.holdsOn(node) {
+			continue
 		}
-		if r.holdsOn(node) {
-			m.yieldLocked(r, "pod "+p.key(), p.priority, fx)
+		m.yieldLocked(r, "pod "+p.key(), p.priority, fx)
+		if fits() {
+			return
 		}
 	}
 }
