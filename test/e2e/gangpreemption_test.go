@@ -112,6 +112,7 @@ func TestGangPreemptionHonoursDisruptionBudgets(t *testing.T) {
 	}
 	_, err := env.client.PolicyV1().PodDisruptionBudgets(s.ns).Create(s.ctx, pdb, metav1.CreateOptions{})
 	require.NoError(t, err)
+	deletions := watchDeletions(t, s.ctx, s.ns)
 	s.fillWithLowPriority(4)
 	s.playKubelet()
 	// The Eviction API ignores budgets for pods that are not running; no kubelet runs here, so
@@ -122,7 +123,7 @@ func TestGangPreemptionHonoursDisruptionBudgets(t *testing.T) {
 	s.eventually(60*time.Second, "the urgent gang to say the eviction was refused", func() bool {
 		return strings.Contains(s.gangs()["urgent"].Reason, "was refused")
 	})
-	s.neverDeleting(3 * time.Second)
+	deletions.assertNoneFor(t, s.ctx, 3*time.Second)
 	require.Equal(t, 2, s.boundIn("lowgang-"))
 	require.Zero(t, s.boundIn("urgent-"))
 }
@@ -145,26 +146,12 @@ func (s *scenario) markRunning(names ...string) {
 // preemptionPolicy: Never preempts nothing, however high the priority.
 func TestGangWithPreemptionPolicyNeverWaits(t *testing.T) {
 	s := newScenario(t, 1, 4)
+	deletions := watchDeletions(t, s.ctx, s.ns)
 	s.fillWithLowPriority(4)
 	s.create(s.withPriority(podSpec{name: "urgent-0", gpus: 4, gang: "urgent", minAvailable: 1}.pod(), "e2e-high-never"))
 	s.eventually(60*time.Second, "the urgent gang turned away", func() bool { return s.gangAttempts("urgent") >= 1 || s.schedulingMessage("urgent-0") != "" })
-	s.neverDeleting(5 * time.Second)
+	deletions.assertNoneFor(t, s.ctx, 5*time.Second)
 	// Past the starvation threshold it holds capacity as it frees, which evicts nothing either.
 	require.Contains(t, []gang.Phase{gang.PhaseWaiting, gang.PhaseHolding}, s.gangs()["urgent"].Phase)
 	require.Zero(t, s.boundIn("urgent-"))
-}
-
-// neverDeleting watches the scenario's pods for a bounded window in which an eviction would show,
-// failing the test if any pod is being deleted.
-func (s *scenario) neverDeleting(window time.Duration) {
-	s.t.Helper()
-	err := wait.PollUntilContextTimeout(s.ctx, 100*time.Millisecond, window, true, func(context.Context) (bool, error) {
-		for _, p := range s.pods() {
-			if p.DeletionTimestamp != nil {
-				return false, fmt.Errorf("pod %s is being deleted", p.Name)
-			}
-		}
-		return false, nil
-	})
-	require.True(s.t, wait.Interrupted(err), "%v", err)
 }

@@ -63,6 +63,19 @@ func (l *deletionLog) deleted() []string {
 	return append([]string(nil), l.names...)
 }
 
+// assertNoneFor watches for a bounded window in which an eviction would show, failing the test if
+// any pod is seen being deleted, then or before.
+func (l *deletionLog) assertNoneFor(t *testing.T, ctx context.Context, window time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, window, true, func(context.Context) (bool, error) {
+		if gone := l.deleted(); len(gone) > 0 {
+			return false, fmt.Errorf("pods evicted: %v", gone)
+		}
+		return false, nil
+	})
+	require.True(t, wait.Interrupted(err), "%v", err)
+}
+
 // preemptAnswers is how many preempt calls lockstep has answered with 200, from its /metrics.
 func preemptAnswers(t *testing.T) int {
 	t.Helper()
@@ -137,13 +150,7 @@ func TestSchedulerPreemptionNeverBreaksBoundGang(t *testing.T) {
 	})
 
 	// The scheduler retries the pod now and then; none of its tries may evict a member.
-	err := wait.PollUntilContextTimeout(s.ctx, 250*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		if gone := deletions.deleted(); len(gone) > 0 {
-			return false, fmt.Errorf("pods evicted: %v", gone)
-		}
-		return false, nil
-	})
-	require.True(t, wait.Interrupted(err), "%v", err)
+	deletions.assertNoneFor(t, s.ctx, 5*time.Second)
 	require.Equal(t, 2, s.boundIn("train-"))
 	require.Equal(t, gang.PhaseBound, s.gangs()["train"].Phase)
 	urgent := s.pod("urgent")
