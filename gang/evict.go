@@ -92,10 +92,30 @@ func (m *Manager) evict(e eviction) {
 			err := m.cfg.Evicter.Evict(ctx, p.namespace, p.name, p.uid, false)
 			m.metrics.observeEviction(err)
 			if err != nil && !apierrors.IsNotFound(err) {
-				klog.ErrorS(err, "Eviction failed after its dry run passed", "pod", p.key(), "preemptor", e.preemptor.key)
+				m.evictionFailed(e, p, err)
 			}
 		}
 	}
+}
+
+// evictionFailed reports an eviction that failed after its dry run passed (the pod changed, or the
+// apiserver failed): the preemptor's reason and an Event say so, not only the log. Its reservation
+// stays until it expires: the victims that did go free capacity for it.
+func (m *Manager) evictionFailed(e eviction, p *podInfo, err error) {
+	klog.ErrorS(err, "Eviction failed after its dry run passed", "pod", p.key(), "preemptor", e.preemptor.key)
+	var fx effects
+	m.mu.Lock()
+	g := e.preemptor
+	g.lastReason = fmt.Sprintf("gang %s: preempting: evicting pod %s failed after its dry run passed: %v; its reservation stays until %s",
+		g.key, p.key(), err, e.res.expires.UTC().Format("15:04:05"))
+	for _, s := range e.res.slots {
+		if s.pod != nil {
+			fx.podEvent(s.pod, corev1.EventTypeWarning, wellknown.ReasonGangPreempting, g.lastReason)
+		}
+	}
+	fx.touched(g.key)
+	m.mu.Unlock()
+	m.apply(&fx)
 }
 
 // preemptionRefused gives up a preemption the apiserver would not allow: the preemptor's

@@ -215,3 +215,26 @@ func TestPreemptionNeverAndOff(t *testing.T) {
 		})
 	}
 }
+
+// failingEvicter passes every dry run and fails every eviction: the pod changed in between.
+type failingEvicter struct{}
+
+func (failingEvicter) Evict(_ context.Context, namespace, name string, _ types.UID, dryRun bool) error {
+	if dryRun {
+		return nil
+	}
+	return fmt.Errorf("evicting pod %s/%s: the apiserver failed", namespace, name)
+}
+
+// An eviction that fails after its dry run passed is reported where people look, not only logged.
+func TestEvictionFailureIsReported(t *testing.T) {
+	cfg := testConfig()
+	cfg.Evicter = failingEvicter{}
+	e := newEnv(t, cfg, gpuNodes("n", 1, 8)...)
+	e.add(bound("low", "n-0", 8, 10, t0))
+	pre := members("default", "urgent", "urgent", 1, 1, 8, atPriority(1000))
+	e.add(pre...)
+	require.Len(t, e.filter(pre[0]).Feasible, 1)
+	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangPreempting, "evicting pod default/low failed after its dry run passed")
+	require.Contains(t, e.status("default", "urgent").Reason, "the apiserver failed")
+}
