@@ -63,16 +63,23 @@ func (m *Manager) admit(p *podInfo, g *gangInfo, spec *gangspec.Spec, res *reser
 			return admission{reserve: m.newReservation(g, spec, members, freed.Nodes), node: freed.Nodes[0], evict: victims}
 		}
 	}
+	why := m.shortfall(g, in, plan, heldBy)
 	if h := m.liveHold(g.key); h != nil {
-		return admission{wait: m.holdWords(g, h)}
+		return admission{wait: m.holdWords(g, h, why)}
 	}
 	if h := m.planHold(g, members, toPlace); h != nil {
-		return admission{wait: m.holdWords(g, h), hold: h}
+		return admission{wait: m.holdWords(g, h, why), hold: h}
 	}
+	return admission{wait: why}
+}
+
+// shortfall says why a quorum plan on free capacity failed: the required tier no domain holds,
+// or what the members lack.
+func (m *Manager) shortfall(g *gangInfo, in placement.Input, plan placement.Plan, heldBy map[string]placement.Resources) string {
 	if why := m.requiredTierWait(g, in); why != "" {
-		return admission{wait: why}
+		return why
 	}
-	return admission{wait: placement.Explain(g.key, in, plan.Failed, heldBy)}
+	return placement.Explain(g.key, in, plan.Failed, heldBy)
 }
 
 // planMembers are the members of a new reservation as the planner takes them; the first, the
@@ -221,7 +228,7 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 		g.lastReason = a.wait
 		g.attempts++
 		if a.hold != nil {
-			m.holdLocked(g, a.hold)
+			m.holdLocked(g, a.hold, a.wait)
 		}
 		fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonGangWaiting, a.wait)
 	case a.reserve != nil:

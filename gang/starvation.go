@@ -52,8 +52,10 @@ func (m *Manager) holdForStarvingLocked(fx *effects) {
 		if !w.waiting || !m.starving(w.g) {
 			continue
 		}
-		if h := m.planHold(w.g, w.quorum, planMembers(w.quorum, nil)); h != nil {
-			m.holdLocked(w.g, h)
+		toPlace := planMembers(w.quorum, nil)
+		if h := m.planHold(w.g, w.quorum, toPlace); h != nil {
+			in, plan, heldBy := m.planQuorum(w.g, toPlace, everyOther(w.g.key))
+			m.holdLocked(w.g, h, m.holdWords(w.g, h, m.shortfall(w.g, in, plan, heldBy)))
 			fx.touched(w.g.key)
 			return
 		}
@@ -107,8 +109,9 @@ func (m *Manager) planHold(g *gangInfo, members []*podInfo, toPlace []placement.
 	return res
 }
 
-// holdWords says, for the gang's reason, what the hold is.
-func (m *Manager) holdWords(g *gangInfo, res *reservation) string {
+// holdWords says, for the gang's reason, why it still waits (shortfall's words) and what the
+// hold is: a user reading "holds nodes" alone would not learn what the gang lacks.
+func (m *Manager) holdWords(g *gangInfo, res *reservation, why string) string {
 	var need, free placement.Resources
 	nodes := map[string]bool{}
 	for _, s := range res.slots {
@@ -121,14 +124,14 @@ func (m *Manager) holdWords(g *gangInfo, res *reservation) string {
 		free = free.Add(m.ledger.nodes[n].free())
 	}
 	sort.Strings(names)
-	return fmt.Sprintf("gang %s: waited %s for capacity, past --starvation-threshold %s; lockstep holds nodes %s for its quorum as capacity frees there (%d of %d nvidia.com/gpu free now), keeping pods of equal or lower priority off it",
-		g.key, m.now().Sub(g.waitedSince()).Round(time.Second), m.cfg.StarvationThreshold, strings.Join(names, ", "), max(free.GPU, 0), need.GPU)
+	return fmt.Sprintf("%s; it has waited %s for capacity, past --starvation-threshold %s, so lockstep holds nodes %s for its quorum as capacity frees there (%d of %d nvidia.com/gpu free now), keeping pods of equal or lower priority off it",
+		why, m.now().Sub(g.waitedSince()).Round(time.Second), m.cfg.StarvationThreshold, strings.Join(names, ", "), max(free.GPU, 0), need.GPU)
 }
 
-// holdLocked books a starving gang's hold.
-func (m *Manager) holdLocked(g *gangInfo, res *reservation) {
+// holdLocked books a starving gang's hold; reason is holdWords'.
+func (m *Manager) holdLocked(g *gangInfo, res *reservation, reason string) {
 	m.book.add(res, res.expires.Sub(res.created))
-	g.lastReason = m.holdWords(g, res)
+	g.lastReason = reason
 	klog.InfoS("Starving gang holds capacity", "gang", g.key, "slots", len(res.slots), "waited", m.now().Sub(g.waitedSince()))
 }
 

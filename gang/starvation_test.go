@@ -36,7 +36,8 @@ func TestStarvingGangHoldsCapacityAsItFrees(t *testing.T) {
 	require.Empty(t, e.filter(big[0]).Feasible)
 	st := e.status("default", "big")
 	require.Equal(t, PhaseHolding, st.Phase)
-	require.Contains(t, st.Reason, "past --starvation-threshold 1m0s; lockstep holds nodes n-0, n-1 for its quorum")
+	require.Contains(t, st.Reason, "need 8 nvidia.com/gpu, 0 free", "the reason still says what the gang lacks")
+	require.Contains(t, st.Reason, "past --starvation-threshold 1m0s, so lockstep holds nodes n-0, n-1 for its quorum")
 
 	// What frees on the held nodes is kept for the gang.
 	e.m.DeletePod(builders.UIDFor("default", "s-1"))
@@ -111,4 +112,5 @@ func TestSweepHoldsForAGangThatNeverReachedFilter(t *testing.T) {
 
 	clock.advance(time.Minute)
 	require.Eventually(t, func() bool { return e.status("default", "big").Phase == PhaseHolding }, 5*time.Second, 10*time.Millisecond)
+	require.Contains(t, e.status("default", "big").Reason, "gang default/big: 2 members need 8 nvidia.com/gpu, 0 free; it has waited")
 }

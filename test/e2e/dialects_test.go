@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/lockstep-sched/lockstep/dialect"
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/test/lib/thirdparty"
@@ -138,8 +137,7 @@ func TestDialectSeedJobs(t *testing.T) {
 				s.ungate(pods)
 			}
 			s.eventually(60*time.Second, "lockstep to say why the gang waits", func() bool {
-				g := s.gangs()[tc.gang]
-				return g.Phase == gang.PhaseWaiting && strings.Contains(g.Reason, "need 8 nvidia.com/gpu, 6 free")
+				return s.waitsFor(tc.gang, "need 8 nvidia.com/gpu, 6 free")
 			})
 			g := s.gangs()[tc.gang]
 			require.Contains(t, g.Source, tc.source)
@@ -257,8 +255,7 @@ func TestKueueGroupUngatedOnFragmentedNodes(t *testing.T) {
 	pods := s.createNative("kueue/pod-group.yaml", nil)
 	s.ungate(pods)
 	s.eventually(60*time.Second, "lockstep to say why the group waits", func() bool {
-		g := s.gangs()["kueue-group"]
-		return g.Phase == gang.PhaseWaiting && strings.Contains(g.Reason, "need 8 nvidia.com/gpu, 6 free")
+		return s.waitsFor("kueue-group", "need 8 nvidia.com/gpu, 6 free")
 	})
 	require.Zero(t, s.boundIn("kueue-group"), "each member fits somewhere, the group does not: none may bind")
 

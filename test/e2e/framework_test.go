@@ -178,6 +178,14 @@ func (s *scenario) gangs() map[string]gang.GangStatus {
 	return out
 }
 
+// waitsFor reports whether the gang waits for capacity, its reason containing why. A gang past
+// the suite's short --starvation-threshold waits Holding rather than Waiting; its reason still
+// says what it lacks, and a loaded machine can take that long to get there.
+func (s *scenario) waitsFor(name, why string) bool {
+	g, ok := s.gangs()[name]
+	return ok && (g.Phase == gang.PhaseWaiting || g.Phase == gang.PhaseHolding) && strings.Contains(g.Reason, why)
+}
+
 func (s *scenario) rawGangs() string {
 	resp, err := http.Get(env.lockstep.URL + "/debug/gangs?namespace=" + s.ns)
 	if err != nil {

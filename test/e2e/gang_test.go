@@ -67,10 +67,7 @@ func TestGangDoesNotFitOnFragmentedGPUs(t *testing.T) {
 		return strings.Contains(msg, "nvidia.com/gpu")
 	})
 	require.Zero(t, s.boundIn("pair"))
-	s.eventually(30*time.Second, "/debug/gangs to explain the wait", func() bool {
-		g := s.gangs()["pair"]
-		return g.Phase == gang.PhaseWaiting && strings.Contains(g.Reason, "nvidia.com/gpu")
-	})
+	s.eventually(30*time.Second, "/debug/gangs to explain the wait", func() bool { return s.waitsFor("pair", "nvidia.com/gpu") })
 	require.Zero(t, s.boundIn("pair"))
 }
 
@@ -121,8 +118,7 @@ func TestCompetingGangsNeitherDeadlockNorShare(t *testing.T) {
 		return winner != ""
 	})
 	s.eventually(60*time.Second, loser+" to wait with a reason", func() bool {
-		g := s.gangs()[loser]
-		return g.Phase == gang.PhaseWaiting && strings.Contains(g.Reason, "nvidia.com/gpu") && g.Attempts > 0
+		return s.waitsFor(loser, "nvidia.com/gpu") && s.gangs()[loser].Attempts > 0
 	})
 	require.Zero(t, s.boundIn(loser), "the losing gang binds nothing while the winner holds the GPUs")
 

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/lockstep-sched/lockstep/dialect"
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/test/lib/thirdparty"
 )
@@ -32,8 +31,7 @@ func TestTrainingOperatorWithSchedulerPlugins(t *testing.T) {
 
 	_, big := s.submitJob("scheduler-plugins/tfjob.yaml", "tf-big", 5)
 	s.eventually(90*time.Second, "lockstep to say why the 5-worker TFJob waits", func() bool {
-		g := s.gangs()["tf-big"]
-		return g.Phase == gang.PhaseWaiting && strings.Contains(g.Reason, "need 10 nvidia.com/gpu, 8 free")
+		return s.waitsFor("tf-big", "need 10 nvidia.com/gpu, 8 free")
 	})
 	g := s.gangs()["tf-big"]
 	require.Equal(t, 6, g.MinAvailable, "the operator's PodGroup counts the parameter server too")
