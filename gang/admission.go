@@ -109,10 +109,7 @@ func (m *Manager) planQuorumFreed(g *gangInfo, members []placement.Member, v vie
 	}
 	in := m.planView(g, held, nil)
 	in.Members = members
-	if len(m.cfg.Tiers) > 0 {
-		return in, m.placeByTiers(g, in), heldBy
-	}
-	return in, placement.Place(in), heldBy
+	return in, m.placeQuorum(g, in), heldBy
 }
 
 // quorumMembers are the members a new reservation is for: the one at filter first, then the

@@ -79,7 +79,7 @@ func (m *Manager) protectedQuorums(own string, prio int32) (protected map[string
 		for _, q := range w.quorum {
 			in.Members = append(in.Members, placement.Member{Name: q.key(), Requests: q.requests})
 		}
-		plan := placement.Place(in)
+		plan := m.placeQuorum(w.g, in)
 		if !plan.OK {
 			continue
 		}

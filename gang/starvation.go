@@ -95,7 +95,7 @@ func (m *Manager) planHold(g *gangInfo, members []*podInfo, toPlace []placement.
 		}
 		return 0
 	}
-	plan := placement.Place(in)
+	plan := m.placeQuorum(g, in)
 	if !plan.OK {
 		return nil
 	}

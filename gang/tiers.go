@@ -113,6 +113,16 @@ func (m *Manager) widestTier(rule topologyRule) int {
 	return last
 }
 
+// placeQuorum plans a gang's quorum in in.Members: by the network tiers when lockstep has them.
+// Every plan for a quorum goes through it, so that none (a hold, a protected place in line)
+// counts on capacity the gang's rule would not let it use.
+func (m *Manager) placeQuorum(g *gangInfo, in placement.Input) placement.Plan {
+	if len(m.cfg.Tiers) > 0 {
+		return m.placeByTiers(g, in)
+	}
+	return placement.Place(in)
+}
+
 // placeByTiers places the quorum in in.Members in the narrowest domain that holds it, tier by
 // tier up to the gang's widest; failing that, across the cluster unless the rule requires a tier.
 // A quorum the planner puts on one node needs no network at all, and keeps the planner's node

@@ -3,6 +3,7 @@ package gang
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -79,6 +80,12 @@ func TestRequiredTierThatNothingHoldsWaits(t *testing.T) {
 	st := e.status("default", "g")
 	require.Equal(t, "required example.com/rack", st.Topology)
 	require.Equal(t, PhaseWaiting, st.Phase)
+
+	// However long it waits, it holds no capacity: no rack could ever hold its quorum.
+	e.m.cfg.StarvationThreshold = time.Minute
+	e.m.now = newTestClock(t0.Add(time.Hour)).now
+	require.Empty(t, e.filter(g[0]).Feasible)
+	require.Equal(t, PhaseWaiting, e.status("default", "g").Phase)
 
 	// Preferred instead: the rack is tried first, then the whole cluster.
 	e2 := tierEnv(t, rackNodes("b1", "r1", 2), rackNodes("b1", "r2", 2))
