@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-sched/lockstep/dialect"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
@@ -558,4 +559,29 @@ func TestReservedNodeReasonIsStable(t *testing.T) {
 	for range 20 {
 		require.Equal(t, want, e.filter(ordinary).Failed["n-0"])
 	}
+}
+
+// A pod being deleted holds its node until it is gone, but the scheduler offering the node for a
+// pod that fits only without it means the deletion reached the scheduler first: lockstep passes
+// the node rather than refuse on its own stale view. Its GPUs count again once it is gone.
+func TestFilterPassesWhatPodsBeingDeletedHold(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 1, 2)...)
+	stay := bound("stay", "n-0", 1, 0, t0)
+	victim := bound("victim", "n-0", 1, 0, t0)
+	e.add(stay, victim)
+	next := builders.Pod("default", "next").GPU(1).Obj()
+	e.add(next)
+	require.Equal(t, "insufficient nvidia.com/gpu: needs 1, 0 free", e.filter(next).Failed["n-0"])
+
+	deleting := victim.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	e.add(deleting)
+	require.Equal(t, []string{"n-0"}, e.filter(next).Feasible)
+	two := builders.Pod("default", "two").GPU(2).Obj()
+	e.add(two)
+	require.Equal(t, "insufficient nvidia.com/gpu: needs 2, 0 free", e.filter(two).Failed["n-0"], "what stays bound still counts")
+
+	e.m.DeletePod(deleting.UID)
+	require.Equal(t, []string{"n-0"}, e.filter(next).Feasible)
+	require.Equal(t, "insufficient nvidia.com/gpu: needs 2, 1 free", e.filter(two).Failed["n-0"], "nothing is left counted as leaving")
 }

@@ -169,6 +169,9 @@ func (l *ledger) take(p *podInfo) {
 	if p.holds() {
 		n := l.node(p.node)
 		n.requested = n.requested.Add(p.requests)
+		if p.deleting {
+			n.leaving = n.leaving.Add(p.requests)
+		}
 		n.gpus.take(p.uid, p.gpuIDs, p.requests.GPU)
 	}
 }
@@ -177,6 +180,9 @@ func (l *ledger) release(p *podInfo) {
 	if p.holds() {
 		n := l.node(p.node)
 		n.requested = n.requested.Sub(p.requests)
+		if p.deleting {
+			n.leaving = n.leaving.Sub(p.requests)
+		}
 		n.gpus.release(p.uid, p.gpuIDs, p.requests.GPU)
 		l.dropNodeIfUnused(n)
 	}
@@ -229,7 +235,7 @@ func (l *ledger) readNodeState(st *placement.NodeState, name string, held map[st
 		*st = placement.NodeState{}
 		return
 	}
-	st.Seen, st.Free, st.Held = true, n.free(), placement.Resources{}
+	st.Seen, st.Free, st.Leaving, st.Held = true, n.free(), n.leaving, placement.Resources{}
 	if len(held) > 0 {
 		// The length check spares a lookup per node when, as usual, nothing is held.
 		st.Held = held[name]

@@ -76,6 +76,8 @@ type nodeInfo struct {
 	// domains are the node's network domain at each of the ledger's tiers (package fabric).
 	domains   []string
 	requested placement.Resources
+	// leaving is the part of requested that pods being deleted hold (see placement.NodeState).
+	leaving placement.Resources
 	// binding is what ordinary binds on their way to the apiserver will take: the scheduler
 	// binds pods in parallel, and a takeover decided for one must see the others (takeover.go).
 	binding placement.Resources

@@ -12,6 +12,12 @@ type NodeState struct {
 	Seen bool
 	// Free is what the node has left after the pods bound there.
 	Free Resources
+	// Leaving is what pods being deleted hold of the node, counted in Free as taken. The
+	// scheduler counts them too until they are gone, so a node it offers with room only
+	// without them means their deletion reached the scheduler before lockstep's informer: the
+	// scheduler retries a pod the moment a pod is deleted, and lockstep refusing it then on a
+	// stale view would leave the pod waiting for some later event (up to five minutes).
+	Leaving Resources
 	// Held is what reservations of other gangs set aside on the node.
 	Held Resources
 }
@@ -72,7 +78,7 @@ const notSeen = "lockstep has not seen this node yet"
 // shortBesideBound checks req against what bound pods leave, returning the resource short, ""
 // when req fits.
 func shortBesideBound(req Resources, n *NodeState) corev1.ResourceName {
-	_, short := req.FitsIn(n.Free)
+	_, short := req.FitsIn(n.Free.Add(n.Leaving))
 	return short
 }
 
@@ -83,13 +89,13 @@ func insufficient(req Resources, n *NodeState, short corev1.ResourceName) string
 // shortOutsideReservations checks req against what bound pods and other gangs' reservations
 // leave: the usual reason a node that looks free is refused.
 func shortOutsideReservations(req Resources, n *NodeState) corev1.ResourceName {
-	_, short := req.FitsIn(n.Free.Sub(n.Held))
+	_, short := req.FitsIn(n.Free.Add(n.Leaving).Sub(n.Held))
 	return short
 }
 
 // reservedForOthers words a shortOutsideReservations failure, naming the gangs holding the node.
 func reservedForOthers(req Resources, node string, n *NodeState, holders Holders, short corev1.ResourceName) string {
-	left := n.Free.Sub(n.Held)
+	left := n.Free.Add(n.Leaving).Sub(n.Held)
 	return fmt.Sprintf("%s reserved for gang %s: needs %s, %s free outside reservations",
 		FormatQuantity(short, n.Held.Get(short)), holders(node), Amount(short, req.Get(short)), Amount(short, max(left.Get(short), 0)))
 }

@@ -29,6 +29,12 @@ func TestWhyNot(t *testing.T) {
 		{name: "short beside bound pods speaks before reservations", n: NodeState{Seen: true, Free: node(1), Held: Resources{GPU: 1, Pods: 1}},
 			want: "insufficient nvidia.com/gpu: needs 2, 1 free", wantRefusal: ShortBesideBound},
 		{name: "fits beside reservations", n: NodeState{Seen: true, Free: node(8), Held: Resources{GPU: 6, Pods: 6}}},
+		// The scheduler offered the node, so it has seen the deletion lockstep's informer has not.
+		{name: "fits once the pods being deleted are gone", n: NodeState{Seen: true, Free: node(0), Leaving: Resources{GPU: 2, Pods: 1}}},
+		{name: "pods being deleted leave too little", n: NodeState{Seen: true, Free: node(0), Leaving: Resources{GPU: 1, Pods: 1}},
+			want: "insufficient nvidia.com/gpu: needs 2, 0 free", wantRefusal: ShortBesideBound},
+		{name: "what pods being deleted free is still held for others", n: NodeState{Seen: true, Free: node(0), Leaving: Resources{GPU: 2, Pods: 1}, Held: Resources{GPU: 1, Pods: 1}},
+			want: "1 nvidia.com/gpu reserved for gang ns/a, ns/b on n1: needs 2, 1 free outside reservations", wantRefusal: ReservedForOthers},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
