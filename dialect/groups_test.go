@@ -56,6 +56,12 @@ func TestParseGroup(t *testing.T) {
 			ann:  map[string]string{wellknown.AnnotationGangGroups: `["team-a/tf","team-a/ps"]`, wellknown.AnnotationGangMode: "NonStrict", wellknown.AnnotationGangTotalNumber: "3"},
 			want: gangspec.Spec{MinAvailable: 2, TotalNumber: 3, WaitingTime: 30 * time.Second, Bundle: []string{"team-a/ps", "team-a/tf"},
 				Mode: "NonStrict", Policy: gangspec.OnceSatisfied, Source: "Koordinator PodGroup team-a/tf (scheduling.sigs.k8s.io/v1alpha1)"}},
+		{name: "Koordinator's network-topology-spec on the object", api: Koordinator,
+			spec: map[string]any{"minMember": int64(2)},
+			ann:  map[string]string{wellknown.AnnotationGangNetworkTopologySpec: `{"gatherStrategy":[{"layer":"BlockLayer","strategy":"MustGather"}]}`},
+			want: gangspec.Spec{MinAvailable: 2, Policy: gangspec.OnceSatisfied, Source: "Koordinator PodGroup team-a/tf (scheduling.sigs.k8s.io/v1alpha1)",
+				Topology: gangspec.Topology{Layers: []string{"BlockLayer"}, Required: true,
+					Source: "annotation " + wellknown.AnnotationGangNetworkTopologySpec + " of Koordinator PodGroup team-a/tf"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +97,9 @@ func TestParseGroupErrors(t *testing.T) {
 		{name: "task quorum negative", api: Volcano, spec: map[string]any{"minMember": int64(2), "minTaskMember": map[string]any{"worker": int64(-1)}}, wantField: "spec.minTaskMember.worker", wantValue: "-1"},
 		{name: "Koordinator mode on the object", api: Koordinator, spec: map[string]any{"minMember": int64(2)},
 			ann: map[string]string{wellknown.AnnotationGangMode: "Soft"}, wantField: "annotation " + wellknown.AnnotationGangMode, wantValue: "Soft"},
+		{name: "Koordinator network topology on the object", api: Koordinator, spec: map[string]any{"minMember": int64(2)},
+			ann:       map[string]string{wellknown.AnnotationGangNetworkTopologySpec: `{"gatherStrategy":"BlockLayer"}`},
+			wantField: "annotation " + wellknown.AnnotationGangNetworkTopologySpec, wantValue: `{"gatherStrategy":"BlockLayer"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

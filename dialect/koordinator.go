@@ -103,6 +103,49 @@ func (a annotations) koordinatorOptions(spec *gangspec.Spec) error {
 		}
 		spec.Bundle = bundle
 	}
+	return a.networkTopology(spec)
+}
+
+// networkTopology reads Koordinator's network-topology-spec. MustGather layers make the gang
+// require one domain; PreferGather layers alone make it a preference. Layers are names the
+// manager matches to lockstep's tiers (a tier's name=key in --topology-tiers). Koordinator's
+// built-in ClusterTopologyLayer asks nothing: the whole cluster is what a gang falls back to.
+func (a annotations) networkTopology(spec *gangspec.Spec) error {
+	const key = wellknown.AnnotationGangNetworkTopologySpec
+	raw, ok := a.values[key]
+	if !ok {
+		return nil
+	}
+	var v struct {
+		GatherStrategy []struct {
+			Layer    string `json:"layer"`
+			Strategy string `json:"strategy"`
+		} `json:"gatherStrategy"`
+	}
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return a.bad(key, `must be JSON such as {"gatherStrategy":[{"layer":"BlockLayer","strategy":"MustGather"}]}: `+err.Error())
+	}
+	var must, prefer []string
+	for i, rule := range v.GatherStrategy {
+		switch {
+		case rule.Layer == "":
+			return a.bad(key, fmt.Sprintf("gatherStrategy[%d] names no layer", i))
+		case rule.Layer == "ClusterTopologyLayer":
+		case rule.Strategy == "MustGather":
+			must = append(must, rule.Layer)
+		case rule.Strategy == "PreferGather":
+			prefer = append(prefer, rule.Layer)
+		default:
+			return a.bad(key, fmt.Sprintf("gatherStrategy[%d].strategy %q must be MustGather or PreferGather", i, rule.Strategy))
+		}
+	}
+	t := gangspec.Topology{Layers: prefer, Source: "annotation " + key + " of " + a.object}
+	if len(must) > 0 {
+		t.Required, t.Layers = true, must
+	}
+	if len(t.Layers) > 0 {
+		spec.Topology = t
+	}
 	return nil
 }
 

@@ -13,8 +13,25 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// Tiers are label keys, narrowest domain first.
-type Tiers []string
+// Tier is one level of the network: the node label key whose values name its domains, and the
+// name gangs may also ask for it by (a Koordinator ClusterNetworkTopology layer such as
+// BlockLayer, a Volcano HyperNode tierName), given in --topology-tiers as name=key.
+type Tier struct {
+	Key  string
+	Name string
+}
+
+// Tiers are the network's levels, narrowest domain first.
+type Tiers []Tier
+
+// Keys are tiers by label key alone, narrowest first.
+func Keys(keys ...string) Tiers {
+	out := make(Tiers, len(keys))
+	for i, k := range keys {
+		out[i] = Tier{Key: k}
+	}
+	return out
+}
 
 // Presets are the tier lists for the labels clouds and NVIDIA's GPU Feature Discovery set
 // already (docs/topology.md says where each comes from). Each ends with the zone: a gang that
@@ -22,16 +39,16 @@ type Tiers []string
 var Presets = map[string]Tiers{
 	// GPU Feature Discovery labels each node of a multi-node NVLink domain (GB200 NVL72) with its
 	// clique; a rack label, where the cluster has one, goes in a list of its own.
-	"gfd": {"nvidia.com/gpu.clique", "topology.kubernetes.io/zone"},
+	"gfd": Keys("nvidia.com/gpu.clique", "topology.kubernetes.io/zone"),
 	// GKE's compact placement labels, host (a physical machine) within sub-block within block.
-	"gke": {"cloud.google.com/gce-topology-subblock", "cloud.google.com/gce-topology-block", "topology.kubernetes.io/zone"},
+	"gke": Keys("cloud.google.com/gce-topology-subblock", "cloud.google.com/gce-topology-block", "topology.kubernetes.io/zone"),
 	// EC2's network node layers, layer 3 nearest the instance.
-	"aws":  {"topology.k8s.aws/network-node-layer-3", "topology.k8s.aws/network-node-layer-2", "topology.k8s.aws/network-node-layer-1", "topology.kubernetes.io/zone"},
-	"zone": {"topology.kubernetes.io/zone"},
+	"aws":  Keys("topology.k8s.aws/network-node-layer-3", "topology.k8s.aws/network-node-layer-2", "topology.k8s.aws/network-node-layer-1", "topology.kubernetes.io/zone"),
+	"zone": Keys("topology.kubernetes.io/zone"),
 }
 
-// Parse reads the --topology-tiers flag: a comma-separated list of label keys, narrowest first,
-// or the name of a preset. Empty means no tiers.
+// Parse reads the --topology-tiers flag: a comma-separated list of tiers, narrowest first, each
+// a node label key or name=key, or the name of a preset. Empty means no tiers.
 func Parse(flag string) (Tiers, error) {
 	flag = strings.TrimSpace(flag)
 	if flag == "" {
@@ -41,17 +58,33 @@ func Parse(flag string) (Tiers, error) {
 		return slices.Clone(p), nil
 	}
 	var tiers Tiers
-	for _, key := range strings.Split(flag, ",") {
-		key = strings.TrimSpace(key)
-		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-			return nil, fmt.Errorf("topology tier %q is not a label key: %s (or name a preset: %s)", key, strings.Join(errs, "; "), PresetNames())
+	for _, entry := range strings.Split(flag, ",") {
+		t, err := parseTier(strings.TrimSpace(entry))
+		if err != nil {
+			return nil, err
 		}
-		if slices.Contains(tiers, key) {
-			return nil, fmt.Errorf("topology tier %q is listed twice", key)
+		for _, word := range []string{t.Key, t.Name} {
+			if word != "" && tiers.Find(word) >= 0 {
+				return nil, fmt.Errorf("topology tier %q: %q names an earlier tier too", entry, word)
+			}
 		}
-		tiers = append(tiers, key)
+		tiers = append(tiers, t)
 	}
 	return tiers, nil
+}
+
+func parseTier(entry string) (Tier, error) {
+	t := Tier{Key: entry}
+	if name, key, ok := strings.Cut(entry, "="); ok {
+		t = Tier{Key: strings.TrimSpace(key), Name: strings.TrimSpace(name)}
+		if t.Name == "" || strings.ContainsAny(t.Name, " /") {
+			return Tier{}, fmt.Errorf("topology tier %q: the name before = must be one word, e.g. BlockLayer=example.com/block", entry)
+		}
+	}
+	if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
+		return Tier{}, fmt.Errorf("topology tier %q: %q is not a label key: %s (or name a preset: %s)", entry, t.Key, strings.Join(errs, "; "), PresetNames())
+	}
+	return t, nil
 }
 
 // PresetNames lists the presets, for help and errors.
@@ -64,8 +97,35 @@ func PresetNames() string {
 	return strings.Join(names, ", ")
 }
 
-// Index is the position of a tier's label key, -1 when it is not one of the tiers.
-func (t Tiers) Index(key string) int { return slices.Index(t, key) }
+// Find is the position of the tier a gang names by its label key, its name, or its short name
+// (Short), -1 when none of them.
+func (t Tiers) Find(word string) int {
+	if word == "" {
+		return -1
+	}
+	for _, match := range []func(Tier) bool{
+		func(x Tier) bool { return x.Key == word },
+		func(x Tier) bool { return x.Name == word },
+		func(x Tier) bool { return Short(x.Key) == word },
+	} {
+		if i := slices.IndexFunc(t, match); i >= 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// String lists the tiers as --topology-tiers takes them.
+func (t Tiers) String() string {
+	parts := make([]string, len(t))
+	for i, x := range t {
+		parts[i] = x.Key
+		if x.Name != "" {
+			parts[i] = x.Name + "=" + x.Key
+		}
+	}
+	return strings.Join(parts, ",")
+}
 
 // Domains are a node's domain at each tier, named by the label values from the widest tier down
 // to that one ("zone-a/block-1/rack-3"): two racks both called rack-3 in different blocks are two
@@ -76,7 +136,7 @@ func (t Tiers) Domains(node string, labels map[string]string) []string {
 	}
 	out := make([]string, len(t))
 	for i := len(t) - 1; i >= 0; i-- {
-		v, ok := labels[t[i]]
+		v, ok := labels[t[i].Key]
 		switch {
 		case !ok || v == "":
 			out[i] = AloneDomain(node)

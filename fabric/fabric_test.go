@@ -14,10 +14,13 @@ func TestParse(t *testing.T) {
 	}{
 		{"", nil, ""},
 		{"gke", Presets["gke"], ""},
-		{"nvidia.com/gpu.clique, example.com/rack ,example.com/block", Tiers{"nvidia.com/gpu.clique", "example.com/rack", "example.com/block"}, ""},
-		{"example.com/rack,example.com/rack", nil, `topology tier "example.com/rack" is listed twice`},
-		{"rack label", nil, `topology tier "rack label" is not a label key`},
-		{"gkee", Tiers{"gkee"}, ""}, // a bare key is a valid label key
+		{"nvidia.com/gpu.clique, example.com/rack ,example.com/block", Keys("nvidia.com/gpu.clique", "example.com/rack", "example.com/block"), ""},
+		{"RackLayer=example.com/rack, BlockLayer = example.com/block", Tiers{{Key: "example.com/rack", Name: "RackLayer"}, {Key: "example.com/block", Name: "BlockLayer"}}, ""},
+		{"example.com/rack,example.com/rack", nil, `"example.com/rack" names an earlier tier too`},
+		{"rack=example.com/rack,rack=example.com/block", nil, `"rack" names an earlier tier too`},
+		{"rack label", nil, `"rack label" is not a label key`},
+		{"=example.com/rack", nil, "the name before = must be one word"},
+		{"gkee", Keys("gkee"), ""}, // a bare key is a valid label key
 	}
 	for _, tc := range cases {
 		got, err := Parse(tc.flag)
@@ -31,7 +34,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestDomains(t *testing.T) {
-	tiers := Tiers{"example.com/rack", "example.com/block"}
+	tiers := Tiers{{Key: "example.com/rack", Name: "RackLayer"}, {Key: "example.com/block"}}
 	require.Equal(t, []string{"b1/r1", "b1"}, tiers.Domains("n-0", map[string]string{"example.com/rack": "r1", "example.com/block": "b1"}))
 	require.Equal(t, []string{"node/n-1", "b1"}, tiers.Domains("n-1", map[string]string{"example.com/block": "b1"}), "a node without the label sits alone")
 	require.NotEqual(t, tiers.Domains("n-2", map[string]string{"example.com/rack": "r1", "example.com/block": "b2"})[0],
@@ -39,5 +42,9 @@ func TestDomains(t *testing.T) {
 	require.Nil(t, Tiers(nil).Domains("n-2", nil))
 	require.Equal(t, "rack", Short("example.com/rack"))
 	require.Equal(t, "gpu.clique", Short("nvidia.com/gpu.clique"))
-	require.Equal(t, 1, tiers.Index("example.com/block"))
+	require.Equal(t, 1, tiers.Find("example.com/block"), "by label key")
+	require.Equal(t, 0, tiers.Find("RackLayer"), "by name")
+	require.Equal(t, 1, tiers.Find("block"), "by short name")
+	require.Equal(t, -1, tiers.Find("spine"))
+	require.Equal(t, "RackLayer=example.com/rack,example.com/block", tiers.String())
 }

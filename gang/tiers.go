@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,19 +27,21 @@ type topologyRule struct {
 	key      string
 	tier     int
 	required bool
+	// layers name several tiers at once (gangspec.Topology.Layers).
+	layers []string
 	// source is where it came from, for messages.
 	source string
 }
 
 func ruleOf(t gangspec.Topology) topologyRule {
-	return topologyRule{key: t.Key, tier: t.Tier, required: t.Required, source: t.Source}
+	return topologyRule{key: t.Key, tier: t.Tier, required: t.Required, layers: t.Layers, source: t.Source}
 }
 
-func (r topologyRule) set() bool { return r.key != "" || r.tier > 0 }
+func (r topologyRule) set() bool { return r.key != "" || r.tier > 0 || len(r.layers) > 0 }
 
 // same reports whether two members ask the same, whichever annotation each wrote it in.
 func (r topologyRule) same(o topologyRule) bool {
-	return r.key == o.key && r.tier == o.tier && r.required == o.required
+	return r.key == o.key && r.tier == o.tier && r.required == o.required && slices.Equal(r.layers, o.layers)
 }
 
 // tierIndex is the configured tier the rule names, -1 when it names none of them.
@@ -49,15 +52,17 @@ func (m *Manager) tierIndex(r topologyRule) int {
 		}
 		return -1
 	}
-	if i := m.cfg.Tiers.Index(r.key); i >= 0 || r.key == "" {
-		return i
+	if len(r.layers) == 0 {
+		return m.cfg.Tiers.Find(r.key)
 	}
-	for i, key := range m.cfg.Tiers {
-		if fabric.Short(key) == r.key {
-			return i
+	best := -1
+	for _, layer := range r.layers {
+		i := m.cfg.Tiers.Find(layer)
+		if i >= 0 && (best < 0 || (r.required && i < best) || (!r.required && i > best)) {
+			best = i
 		}
 	}
-	return -1
+	return best
 }
 
 // tierError refuses the members of a gang that requires a tier lockstep was not configured with:
@@ -67,26 +72,33 @@ func (m *Manager) tierError(p *podInfo, g *gangInfo) error {
 	if !r.required || m.tierIndex(r) >= 0 {
 		return nil
 	}
-	asked := fmt.Sprintf("%q", r.key)
-	if r.tier > 0 {
-		asked = fmt.Sprintf("tier %d", r.tier)
+	asked := r.name()
+	if r.tier == 0 && len(r.layers) == 0 {
+		asked = fmt.Sprintf("%q", r.key)
 	}
-	return fmt.Errorf("pod %s: %s requires %s: not one of lockstep's --topology-tiers (%s); name one of those, or prefer the tier instead of requiring it",
-		p.key(), r.source, asked, strings.Join(m.cfg.Tiers, ", "))
+	return fmt.Errorf("pod %s: %s requires %s: not one of lockstep's --topology-tiers (%s); name one of those (by label key, short name, or the name a tier is given as name=key), or prefer the tier instead of requiring it",
+		p.key(), r.source, asked, m.cfg.Tiers)
+}
+
+// name is the tier or tiers the rule asks for, as the gang wrote them.
+func (r topologyRule) name() string {
+	switch {
+	case r.tier > 0:
+		return fmt.Sprintf("tier %d", r.tier)
+	case len(r.layers) > 0:
+		return strings.Join(r.layers, " or ")
+	}
+	return r.key
 }
 
 func (r topologyRule) String() string {
-	name := r.key
-	if r.tier > 0 {
-		name = fmt.Sprintf("tier %d", r.tier)
-	}
 	switch {
 	case !r.set():
 		return ""
 	case r.required:
-		return "required " + name
+		return "required " + r.name()
 	}
-	return "preferred " + name
+	return "preferred " + r.name()
 }
 
 // topology is the rule of the gang's reference member, which every member must share, or failing
@@ -226,7 +238,7 @@ func (m *Manager) requiredTierWait(g *gangInfo, in placement.Input) string {
 	if !rule.required || tier < 0 {
 		return ""
 	}
-	key := m.cfg.Tiers[tier]
+	key := m.cfg.Tiers[tier].Key
 	var need placement.Resources
 	same := true
 	for _, mb := range in.Members {
@@ -272,9 +284,9 @@ func (m *Manager) domainsOf(members []MemberStatus) []TierDomains {
 		return nil
 	}
 	out := make([]TierDomains, 0, len(m.cfg.Tiers))
-	for i, key := range m.cfg.Tiers {
+	for i, tier := range m.cfg.Tiers {
 		seen := map[string]bool{}
-		td := TierDomains{Tier: key, Domains: []string{}}
+		td := TierDomains{Tier: tier.Key, Domains: []string{}}
 		for _, mb := range members {
 			n := m.ledger.nodes[mb.Node]
 			if mb.Node == "" || n == nil || i >= len(n.domains) || seen[n.domains[i]] {

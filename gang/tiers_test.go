@@ -31,7 +31,7 @@ func rackNodes(block, rack string, count int) []*corev1.Node {
 
 func tierEnv(t *testing.T, nodes ...[]*corev1.Node) *env {
 	cfg := testConfig()
-	cfg.Tiers = fabric.Tiers{rackKey, blockKey}
+	cfg.Tiers = fabric.Tiers{{Key: rackKey, Name: "RackLayer"}, {Key: blockKey}}
 	var all []*corev1.Node
 	for _, n := range nodes {
 		all = append(all, n...)
@@ -99,7 +99,7 @@ func TestTopologyRequestsRefusedByName(t *testing.T) {
 	e := tierEnv(t, rackNodes("b1", "r1", 2))
 	unknown := members("default", "u", "u", 2, 2, 1, func(b *builders.PodBuilder) { b.Annotation(wellknown.AnnotationRequiredTopology, "example.com/rck") })
 	e.add(unknown...)
-	require.Equal(t, `pod default/u-0: annotation lockstep.dev/required-topology requires "example.com/rck": not one of lockstep's --topology-tiers (example.com/rack, example.com/block); name one of those, or prefer the tier instead of requiring it`,
+	require.Equal(t, `pod default/u-0: annotation lockstep.dev/required-topology requires "example.com/rck": not one of lockstep's --topology-tiers (RackLayer=example.com/rack,example.com/block); name one of those (by label key, short name, or the name a tier is given as name=key), or prefer the tier instead of requiring it`,
 		e.filter(unknown[0]).Failed["b1-r1-0"])
 
 	split := members("default", "s", "s", 2, 2, 1)
@@ -145,4 +145,30 @@ func TestGroupObjectAsksForATier(t *testing.T) {
 		}
 		require.Len(t, r.Feasible, 1, "soft: the whole cluster once no rack holds it")
 	}
+}
+
+// Koordinator's network-topology-spec names tiers as layers: the tier's name in
+// --topology-tiers (RackLayer here), or its short name. MustGather takes the narrowest layer it
+// names, PreferGather the widest; a required layer lockstep does not have refuses the member.
+func TestKoordinatorGatherRulesNameTiers(t *testing.T) {
+	spec := func(rules string) func(*builders.PodBuilder) {
+		return func(b *builders.PodBuilder) {
+			b.Annotation(wellknown.AnnotationGangNetworkTopologySpec, `{"gatherStrategy":[`+rules+`]}`)
+		}
+	}
+	e := tierEnv(t, rackNodes("b1", "r1", 2), rackNodes("b1", "r2", 2))
+	must := members("default", "must", "must", 3, 3, 4, spec(`{"layer":"block","strategy":"MustGather"},{"layer":"RackLayer","strategy":"MustGather"}`))
+	e.add(must...)
+	require.Equal(t, "gang default/must: 3 members x 4 nvidia.com/gpu need one rack (example.com/rack); the largest rack has 8 free (b1/r1)",
+		e.filter(must[0]).Failed["b1-r1-0"], "MustGather on rack and block: the rack")
+	require.Equal(t, "required block or RackLayer", e.status("default", "must").Topology)
+
+	prefer := members("default", "prefer", "prefer", 3, 3, 4, spec(`{"layer":"RackLayer","strategy":"PreferGather"},{"layer":"block","strategy":"PreferGather"}`))
+	e.add(prefer...)
+	e.filterOne(prefer[0])
+	require.Len(t, e.racksOf("prefer"), 2, "PreferGather: the block holds it where no rack does")
+
+	spine := members("default", "spine", "spine", 2, 2, 1, spec(`{"layer":"SpineLayer","strategy":"MustGather"}`))
+	e.add(spine...)
+	require.Contains(t, e.filter(spine[0]).Failed["b1-r1-0"], "requires SpineLayer: not one of lockstep's --topology-tiers")
 }

@@ -89,6 +89,10 @@ type Topology struct {
 	Key      string
 	Tier     int
 	Required bool
+	// Layers, set instead of Key, name several tiers at once (Koordinator's gather rules): a
+	// required rule takes the narrowest of them the manager knows, since one domain of it lies
+	// inside one of each wider tier; a preferred rule the widest.
+	Layers []string
 	// Source names the annotation it was read from, for messages.
 	Source string
 }
@@ -143,7 +147,7 @@ var comparedFields = []comparedField{
 	{"match-policy", func(s *Spec) string { return string(s.Policy) }},
 	{"mode", func(s *Spec) string { return s.Mode }},
 	{"network topology", func(s *Spec) string {
-		return fmt.Sprintf("%s/%d/%t", s.Topology.Key, s.Topology.Tier, s.Topology.Required)
+		return fmt.Sprintf("%s/%d/%t/%s", s.Topology.Key, s.Topology.Tier, s.Topology.Required, strings.Join(s.Topology.Layers, "|"))
 	}},
 }
 

@@ -25,6 +25,10 @@ const (
 	AnnotationGangMode         = "gang.scheduling.koordinator.sh/mode"
 	AnnotationGangGroups       = "gang.scheduling.koordinator.sh/groups"
 	AnnotationGangMatchPolicy  = "gang.scheduling.koordinator.sh/match-policy"
+	// AnnotationGangNetworkTopologySpec is Koordinator's network-topology-spec (v1.7 and later):
+	// JSON {"gatherStrategy":[{"layer":"BlockLayer","strategy":"MustGather"}]}, the layers named
+	// in Koordinator's ClusterNetworkTopology.
+	AnnotationGangNetworkTopologySpec = "gang.scheduling.koordinator.sh/network-topology-spec"
 )
 
 // The other gang dialects' pod markers.

@@ -20,7 +20,8 @@ const (
 	blockLabel = "lockstep.e2e/block"
 )
 
-var suiteTiers = rackLabel + "," + blockLabel
+// The tiers carry Koordinator-style layer names too, for gangs that ask by name.
+var suiteTiers = "RackLayer=" + rackLabel + ",BlockLayer=" + blockLabel
 
 // twoRacks is 5 nodes x 4 GPUs in one block: rack "a" of 2 and rack "b" of 3, named so that a
 // plan by node names alone would alternate between the racks.
@@ -67,28 +68,41 @@ func TestGangLandsInOneRack(t *testing.T) {
 }
 
 // A gang that requires one rack and fits in none waits, saying which tier and the largest free
-// rack, and binds nothing; the cluster as a whole has room for it.
+// rack, and binds nothing; the cluster as a whole has room for it. It asks in lockstep's own
+// annotation, or in Koordinator's network-topology-spec by the layer name the suite's
+// --topology-tiers gives the rack tier.
 func TestRequiredRackThatNothingHoldsWaits(t *testing.T) {
-	s := newScenarioWithNodes(t, twoRacks()...)
-	for i := range 4 {
-		p := podSpec{name: fmt.Sprintf("big-%d", i), gpus: 4, gang: "big", minAvailable: 4}.pod()
-		p.Annotations[wellknown.AnnotationRequiredTopology] = rackLabel
-		s.create(p)
+	cases := []struct {
+		name, key, value, topology string
+	}{
+		{"lockstep annotation", wellknown.AnnotationRequiredTopology, rackLabel, "required " + rackLabel},
+		{"Koordinator MustGather", wellknown.AnnotationGangNetworkTopologySpec,
+			`{"gatherStrategy":[{"layer":"RackLayer","strategy":"MustGather"},{"layer":"BlockLayer","strategy":"PreferGather"}]}`, "required RackLayer"},
 	}
-	want := fmt.Sprintf("gang %s/big: 4 members x 4 nvidia.com/gpu need one rack (%s); the largest rack has 12 free (block-1/b)", s.ns, rackLabel)
-	s.eventually(60*time.Second, "the wait's reason", func() bool { return strings.Contains(s.gangs()["big"].Reason, want) })
-	// A member the scheduler tried before the others existed keeps that older reason until the
-	// scheduler retries it; the ones tried after say the rack.
-	s.eventually(30*time.Second, "the reason in a member's FailedScheduling event", func() bool {
-		for i := range 4 {
-			if strings.Contains(s.schedulingMessage(fmt.Sprintf("big-%d", i)), "need one rack") {
-				return true
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenarioWithNodes(t, twoRacks()...)
+			for i := range 4 {
+				p := podSpec{name: fmt.Sprintf("big-%d", i), gpus: 4, gang: "big", minAvailable: 4}.pod()
+				p.Annotations[tc.key] = tc.value
+				s.create(p)
 			}
-		}
-		return false
-	})
-	// Past the starvation threshold too, it holds nothing: no rack could ever hold its quorum.
-	require.Never(t, func() bool { return s.gangs()["big"].Phase != gang.PhaseWaiting }, starvationThreshold+2*time.Second, 250*time.Millisecond)
-	require.Zero(t, s.boundIn("big-"))
-	require.Equal(t, "required "+rackLabel, s.gangs()["big"].Topology)
+			want := fmt.Sprintf("gang %s/big: 4 members x 4 nvidia.com/gpu need one rack (%s); the largest rack has 12 free (block-1/b)", s.ns, rackLabel)
+			s.eventually(60*time.Second, "the wait's reason", func() bool { return strings.Contains(s.gangs()["big"].Reason, want) })
+			// A member the scheduler tried before the others existed keeps that older reason until
+			// the scheduler retries it; the ones tried after say the rack.
+			s.eventually(30*time.Second, "the reason in a member's FailedScheduling event", func() bool {
+				for i := range 4 {
+					if strings.Contains(s.schedulingMessage(fmt.Sprintf("big-%d", i)), "need one rack") {
+						return true
+					}
+				}
+				return false
+			})
+			require.Equal(t, tc.topology, s.gangs()["big"].Topology)
+			// Past the starvation threshold too, it holds nothing: no rack could ever hold its quorum.
+			require.Never(t, func() bool { return s.gangs()["big"].Phase != gang.PhaseWaiting }, starvationThreshold+2*time.Second, 250*time.Millisecond)
+			require.Zero(t, s.boundIn("big-"))
+		})
+	}
 }

@@ -43,7 +43,7 @@ const (
 )
 
 // benchTiers is lockstep+tiers' gang.Config.Tiers, narrowest first.
-var benchTiers = fabric.Tiers{labelRack, labelBlock}
+var benchTiers = fabric.Keys(labelRack, labelBlock)
 
 // rack is one rack of the fabric, named by its label values.
 type rack struct {
