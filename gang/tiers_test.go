@@ -172,3 +172,33 @@ func TestKoordinatorGatherRulesNameTiers(t *testing.T) {
 	e.add(spine...)
 	require.Contains(t, e.filter(spine[0]).Failed["b1-r1-0"], "requires SpineLayer: not one of lockstep's --topology-tiers")
 }
+
+// Among equally good nodes, a quorum that opens an idle node opens it in the rack with the fewest
+// idle GPUs, so that whole racks stay free for multi-node gangs.
+func TestIdleNodesOpenInTheFullerRack(t *testing.T) {
+	e := tierEnv(t, rackNodes("b1", "a", 2), rackNodes("b1", "b", 2))
+	// Rack b has a node in use: of the idle nodes, b1-b-1 is the one in the fuller rack,
+	// though b1-a-0 comes first by name.
+	e.add(bound("busy", "b1-b-0", 1, 0, t0))
+	solo := members("default", "solo", "solo", 1, 1, 4)
+	e.add(solo...)
+	require.Equal(t, []string{"b1-b-1"}, e.filter(solo[0]).Feasible)
+}
+
+// A gang whose whole request one node could hold keeps the planner's own plan, even when that
+// plan spans racks: re-placed in the tightest rack, such gangs took that rack's last idle nodes,
+// the big ones (docs/packing-network.md).
+func TestSmallGangKeepsThePlannersPlan(t *testing.T) {
+	small := func(block, rack string) []*corev1.Node {
+		return []*corev1.Node{builders.Node(block+"-"+rack+"-small").GPU(4).CPU("8").Memory("256Gi").Pods(110).
+			Label(rackKey, rack).Label(blockKey, block).Obj()}
+	}
+	big := builders.Node("b1-z-big").GPU(4).CPU("64").Memory("256Gi").Pods(110).Label(rackKey, "z").Label(blockKey, "b1").Obj()
+	e := tierEnv(t, small("b1", "x"), small("b1", "y"), []*corev1.Node{big})
+	// 2 x 1 GPU x 6 cpu: the big node holds both, the small ones one each. The planner keeps
+	// the big node for pods that need it and splits the pair across racks x and y.
+	pair := members("default", "pair", "pair", 2, 2, 1, func(b *builders.PodBuilder) { b.CPU("6") })
+	e.add(pair...)
+	e.filterOne(pair[0])
+	require.Equal(t, []string{"b1/x", "b1/y"}, e.racksOf("pair"))
+}

@@ -31,6 +31,9 @@ type Input struct {
 	GangNodes map[string]bool
 	// NodeScore breaks ties between otherwise equal nodes (the GPU-topology scorer); may be nil.
 	NodeScore func(node string, req Resources) int
+	// Prefer breaks the ties left after every other rule, higher first, before node names (the
+	// network tiers' fuller racks first); may be nil.
+	Prefer func(node string) int
 }
 
 // Plan places Members[i] on Nodes[i]. When OK is false, Failed is the index of the first member
@@ -83,6 +86,9 @@ func Place(in Input) Plan {
 				continue
 			}
 			r := rankNode(node, f, m.Requests, remaining, used, in.NodeScore)
+			if in.Prefer != nil {
+				r.prefer = in.Prefer(node)
+			}
 			if best == "" || r.better(bestRank) {
 				best, bestRank = node, r
 			}
@@ -111,6 +117,8 @@ type nodeRank struct {
 	fitGPU, fitCPU int64
 	// topology is the GPU-topology score of the node's best free set for the member.
 	topology int
+	// prefer is Input.Prefer's say.
+	prefer int
 }
 
 func rankNode(name string, free, req, remaining Resources, used map[string]bool, score func(string, Resources) int) nodeRank {
@@ -149,6 +157,9 @@ func (r nodeRank) better(o nodeRank) bool {
 	}
 	if r.fitCPU != o.fitCPU {
 		return r.fitCPU > o.fitCPU
+	}
+	if r.prefer != o.prefer {
+		return r.prefer > o.prefer
 	}
 	return r.name < o.name
 }

@@ -41,3 +41,22 @@ func TestExplainNoFit(t *testing.T) {
 		})
 	}
 }
+
+// Prefer only breaks ties: the tighter node wins whatever it says, and among equal nodes the
+// preferred one beats the first by name.
+func TestPreferBreaksOnlyTies(t *testing.T) {
+	node := func(gpus int64) Resources { return Resources{GPU: gpus, MilliCPU: 8000, Memory: 32 << 30, Pods: 110} }
+	member := []Member{{Name: "ns/p", Requests: Resources{GPU: 1, MilliCPU: 1000, Memory: 1 << 30, Pods: 1}}}
+	prefer := func(want string) func(string) int {
+		return func(n string) int {
+			if n == want {
+				return 1
+			}
+			return 0
+		}
+	}
+	tighter := Place(Input{Members: member, Free: map[string]Resources{"a": node(2), "b": node(4)}, Prefer: prefer("b")})
+	require.Equal(t, []string{"a"}, tighter.Nodes)
+	tie := Place(Input{Members: member, Free: map[string]Resources{"a": node(4), "b": node(4)}, Prefer: prefer("b")})
+	require.Equal(t, []string{"b"}, tie.Nodes)
+}
