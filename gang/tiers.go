@@ -142,15 +142,16 @@ func (m *Manager) placeQuorum(g *gangInfo, in placement.Input) placement.Plan {
 // bench-packing, docs/packing-network.md). One the planner puts on one node needs no network.
 // One whose whole request some single node could hold is small: re-placed in the tightest rack
 // it went to that rack's last idle nodes, which are the big-cpu ones every other plan leaves for
-// the pods that need them, and the replay ran out of those first. Both still fill the racks
-// most in use first (fullerRacksFirst), which keeps whole racks free for multi-node gangs.
+// the pods that need them, and the replay ran out of those first; unless its members ask for a
+// tier, such a gang keeps the plan. Both still fill the racks most in use first
+// (fullerRacksFirst), which keeps whole racks free for multi-node gangs.
 func (m *Manager) placeByTiers(g *gangInfo, in placement.Input) placement.Plan {
 	in.Prefer = m.fullerRacksFirst(in.Free)
 	flat := placement.Place(in)
-	if flat.OK && (oneNode(flat.Nodes) || oneNodeHolds(in)) {
+	rule := g.topology()
+	if flat.OK && (oneNode(flat.Nodes) || (!rule.set() && oneNodeHolds(in))) {
 		return flat
 	}
-	rule := g.topology()
 	for tier := 0; tier <= m.widestTier(rule); tier++ {
 		if plan, ok := m.bestDomain(in, tier); ok {
 			return plan

@@ -201,4 +201,12 @@ func TestSmallGangKeepsThePlannersPlan(t *testing.T) {
 	e.add(pair...)
 	e.filterOne(pair[0])
 	require.Equal(t, []string{"b1/x", "b1/y"}, e.racksOf("pair"))
+
+	// A gang that asks for a rack gets one.
+	asks := members("default", "asks", "asks", 2, 2, 1, func(b *builders.PodBuilder) {
+		b.CPU("6").Annotation(wellknown.AnnotationPreferredTopology, rackKey)
+	})
+	e.add(asks...)
+	e.filterOne(asks[0])
+	require.Equal(t, []string{"b1/z"}, e.racksOf("asks"))
 }
