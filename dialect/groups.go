@@ -148,13 +148,9 @@ func volcanoGroup(obj *unstructured.Unstructured, r fields, spec *gangspec.Spec)
 // networkTopology reads Volcano's spec.networkTopology (Volcano 1.12 and later): mode hard (the
 // default) or soft, and the widest tier allowed, by number (1 the narrowest) or by name.
 func networkTopology(r fields, spec *gangspec.Spec) error {
-	raw, ok, _ := unstructured.NestedFieldNoCopy(r.obj, "spec", "networkTopology")
-	if !ok || raw == nil {
-		return nil
-	}
-	nt, ok := raw.(map[string]any)
-	if !ok {
-		return r.bad("spec.networkTopology", fmt.Sprint(raw), "must be an object with mode and highestTierAllowed or highestTierName")
+	nt, err := r.mapField("must be an object with mode and highestTierAllowed or highestTierName", "spec", "networkTopology")
+	if nt == nil {
+		return err
 	}
 	t := gangspec.Topology{Required: true, Source: "spec.networkTopology of " + r.object}
 	switch mode := fmt.Sprint(nt["mode"]); mode {
@@ -171,11 +167,11 @@ func networkTopology(r fields, spec *gangspec.Spec) error {
 	name, _ := nt["highestTierName"].(string)
 	switch {
 	case hasTier && name != "":
-		return r.bad("spec.networkTopology", fmt.Sprint(raw), "set highestTierAllowed or highestTierName, not both")
+		return r.bad("spec.networkTopology", fmt.Sprint(nt), "set highestTierAllowed or highestTierName, not both")
 	case hasTier && tier < 1:
 		return r.bad("spec.networkTopology.highestTierAllowed", fmt.Sprint(tier), "must be at least 1 (the narrowest tier)")
 	case !hasTier && name == "":
-		return r.bad("spec.networkTopology", fmt.Sprint(raw), "needs highestTierAllowed or highestTierName")
+		return r.bad("spec.networkTopology", fmt.Sprint(nt), "needs highestTierAllowed or highestTierName")
 	}
 	t.Tier, t.Key = int(tier), name
 	spec.Topology = t
@@ -185,13 +181,9 @@ func networkTopology(r fields, spec *gangspec.Spec) error {
 // taskQuorums reads Volcano's spec.minTaskMember: per task, how many members must be placed
 // together with the rest. A task with 0 asks nothing.
 func taskQuorums(_ *unstructured.Unstructured, r fields, spec *gangspec.Spec) error {
-	raw, ok, _ := unstructured.NestedFieldNoCopy(r.obj, "spec", "minTaskMember")
-	if !ok || raw == nil {
-		return nil
-	}
-	tasks, ok := raw.(map[string]any)
-	if !ok {
-		return r.bad("spec.minTaskMember", fmt.Sprint(raw), "must map task names to counts")
+	tasks, err := r.mapField("must map task names to counts", "spec", "minTaskMember")
+	if tasks == nil {
+		return err
 	}
 	for task, v := range tasks {
 		n, err := r.toInt("spec.minTaskMember."+task, v)
@@ -229,6 +221,20 @@ func (r fields) int(path ...string) (n int64, ok bool, err error) {
 	}
 	n, err = r.toInt(strings.Join(path, "."), v)
 	return n, err == nil, err
+}
+
+// mapField reads an object field: nil without an error when it is absent or null, and refused
+// with the reason want when it is not an object.
+func (r fields) mapField(want string, path ...string) (map[string]any, error) {
+	raw, found, _ := unstructured.NestedFieldNoCopy(r.obj, path...)
+	if !found || raw == nil {
+		return nil, nil
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, r.bad(strings.Join(path, "."), fmt.Sprint(raw), want)
+	}
+	return m, nil
 }
 
 // toInt accepts the number types a decoded JSON object holds, and nothing that is not a whole
