@@ -165,10 +165,7 @@ func (m *Manager) placeByTiers(g *gangInfo, in placement.Input) placement.Plan {
 
 // oneNodeHolds reports whether some node has room for the members' whole request.
 func oneNodeHolds(in placement.Input) bool {
-	var need placement.Resources
-	for _, mb := range in.Members {
-		need = need.Add(mb.Requests)
-	}
+	need := in.Need()
 	for _, free := range in.Free {
 		if ok, _ := need.FitsIn(free); ok {
 			return true
@@ -228,10 +225,7 @@ func (a domainFit) better(b domainFit) bool {
 // bestDomain is the best plan for in.Members inside one domain of the tier; ok is false when no
 // domain holds them.
 func (m *Manager) bestDomain(in placement.Input, tier int) (placement.Plan, bool) {
-	var need placement.Resources
-	for _, mb := range in.Members {
-		need = need.Add(mb.Requests)
-	}
+	need := in.Need()
 	var best domainFit
 	found := false
 	for name, nodes := range m.domainsAt(in.Free, tier) {
@@ -280,13 +274,11 @@ func (m *Manager) requiredTierWait(g *gangInfo, in placement.Input) string {
 		return ""
 	}
 	key := m.cfg.Tiers[tier].Key
-	var need placement.Resources
 	same := true
 	for _, mb := range in.Members {
-		need = need.Add(mb.Requests)
 		same = same && mb.Requests.GPU == in.Members[0].Requests.GPU
 	}
-	asked := fmt.Sprintf("%d members (%d nvidia.com/gpu in all)", len(in.Members), need.GPU)
+	asked := fmt.Sprintf("%d members (%d nvidia.com/gpu in all)", len(in.Members), in.Need().GPU)
 	if same {
 		asked = fmt.Sprintf("%d members x %d nvidia.com/gpu", len(in.Members), in.Members[0].Requests.GPU)
 	}

@@ -36,6 +36,15 @@ type Input struct {
 	Prefer func(node string) int
 }
 
+// Need is what the members request in all.
+func (in Input) Need() Resources {
+	var need Resources
+	for _, m := range in.Members {
+		need = need.Add(m.Requests)
+	}
+	return need
+}
+
 // Plan places Members[i] on Nodes[i]. When OK is false, Failed is the index of the first member
 // that found no node.
 type Plan struct {
@@ -68,10 +77,7 @@ func Place(in Input) Plan {
 	for n := range in.GangNodes {
 		used[n] = true
 	}
-	remaining := Resources{}
-	for _, m := range in.Members {
-		remaining = remaining.Add(m.Requests)
-	}
+	remaining := in.Need()
 
 	res := Plan{Nodes: make([]string, len(in.Members)), OK: true}
 	for _, idx := range order {
@@ -179,10 +185,7 @@ func larger(a, b Resources) bool {
 // names capacity other gangs hold in reservations, since that is the usual reason a gang that fit
 // yesterday waits today.
 func Explain(gang string, in Input, failed int, heldByOthers map[string]Resources) string {
-	need := Resources{}
-	for _, m := range in.Members {
-		need = need.Add(m.Requests)
-	}
+	need := in.Need()
 	total := Resources{}
 	for _, f := range in.Free {
 		total = total.Add(nonNegative(f))
