@@ -32,6 +32,8 @@ type admission struct {
 	evict []victimUnit
 	// hold, when set, is a starving gang's new claim on capacity as it frees.
 	hold *reservation
+	// lacksMembers: the gang waits because too few of its members exist.
+	lacksMembers bool
 }
 
 // admit decides for a member whose gang has no quorum yet, through the gang's live reservation
@@ -42,7 +44,7 @@ func (m *Manager) admit(p *podInfo, g *gangInfo, spec *gangspec.Spec, res *reser
 	}
 	members, wait := quorumMembers(p, g, spec)
 	if wait != "" {
-		return admission{wait: wait}
+		return admission{wait: wait, lacksMembers: true}
 	}
 	if wait := m.coolDown(g, spec); wait > 0 {
 		return admission{wait: fmt.Sprintf("gang %s: its reservation timed out; it plans again in %s so that other waiting gangs get the capacity first",
@@ -224,6 +226,8 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 	case a.wait != "":
 		g.lastReason = a.wait
 		g.attempts++
+		g.lackedMembers = g.lackedMembers || a.lacksMembers
+		g.turnedAway = m.now()
 		if a.hold != nil {
 			m.holdLocked(g, a.hold, a.wait)
 		}

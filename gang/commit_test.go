@@ -3,6 +3,8 @@ package gang
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,4 +224,125 @@ func TestCommitRecordPartlyBoundClock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// While a gang commits, the informer can report a member bound before its binding call returns.
+// The capacity is then the bound pod's in the ledger, and the slot must stop holding it too:
+// counted twice, another gang is refused capacity that is free, and nothing the scheduler sees
+// (another pod's binding is no event for a parked pod) would ever send it back.
+func TestBoundMemberIsNotCountedTwiceWhileItsGangCommits(t *testing.T) {
+	cfg := testConfig()
+	cfg.BindWait = 30 * time.Second
+	e := newEnv(t, cfg, gpuNodes("n", 1, 4)...)
+	first := members("default", "first", "a", 2, 2, 1)
+	second := members("default", "second", "b", 2, 2, 1)
+	e.add(first...)
+	e.add(second...)
+	block := make(chan struct{})
+	e.binder.Block(block)
+	held := make([]<-chan error, len(first))
+	nodes := make([]string, len(first))
+	for i, p := range first {
+		nodes[i] = e.filterOne(p)
+		held[i] = e.bindAsync(p, nodes[i])
+	}
+	require.Eventually(t, func() bool { return e.status("default", "first").Phase == PhaseBinding }, 5*time.Second, 5*time.Millisecond)
+
+	// The informer is first with the news: both bound, their binding calls still out.
+	for i, p := range first {
+		bound := p.DeepCopy()
+		bound.Spec.NodeName = nodes[i]
+		e.add(bound)
+	}
+	r := e.filter(second[0])
+	require.Len(t, r.Feasible, 1, "the second gang's quorum fits what is free: %v", r.Failed)
+	close(block)
+	for i, ch := range held {
+		require.NoError(t, recv(t, ch, first[i].Name))
+	}
+}
+
+// A gang that turned members away for lack of members wakes one of them when the next member is
+// created: the scheduler does not try a parked pod again because another pod appeared.
+func TestArrivingMemberWakesItsGang(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	writes := &recordingConditions{}
+	e.m.SetConditionWriter(writes)
+	pods := members("default", "phoenix", "p", 2, 2, 1)
+	e.add(pods[0])
+	r := e.filter(pods[0])
+	require.Empty(t, r.Feasible)
+	require.Contains(t, r.Failed[e.nodes[0]], "waiting for members: 1 of min-available 2 exist")
+	require.Empty(t, writes.reasons("default/p-0"), "nothing to wake yet")
+
+	e.add(pods[1])
+	require.Eventually(t, func() bool {
+		return slices.Contains(writes.reasons("default/p-0"), wellknown.ConditionReasonMemberArrived)
+	}, 5*time.Second, 5*time.Millisecond, "the member turned away is woken")
+	e.add(pods[1]) // an update of a known member wakes nobody again
+	require.Never(t, func() bool { return len(writes.reasons("default/p-0")) > 1 }, 100*time.Millisecond, 10*time.Millisecond)
+}
+
+// recordingConditions keeps the condition reasons written, per pod.
+type recordingConditions struct {
+	mu  sync.Mutex
+	got map[string][]string
+}
+
+func (w *recordingConditions) SetCondition(_ context.Context, namespace, name string, cond corev1.PodCondition) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.got == nil {
+		w.got = map[string][]string{}
+	}
+	w.got[namespace+"/"+name] = append(w.got[namespace+"/"+name], cond.Reason)
+	return nil
+}
+
+func (w *recordingConditions) reasons(pod string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.got[pod])
+}
+
+// A gang turned away while its quorum did not fit, and never retried since, is woken once its
+// quorum fits free capacity, whatever freed it: the net under every other wake-up.
+func TestStrandedGangIsWoken(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 1, 2)...)
+	clock := time.Now()
+	e.m.mu.Lock()
+	e.m.now = func() time.Time { return clock }
+	e.m.mu.Unlock()
+	writes := &recordingConditions{}
+	e.m.SetConditionWriter(writes)
+	blocker := members("default", "blocker", "b", 1, 1, 2)
+	e.add(blocker...)
+	e.place(blocker[0])
+	pods := members("default", "late", "l", 2, 2, 1)
+	e.add(pods...)
+	require.Empty(t, e.filter(pods[0]).Feasible, "the node is full")
+
+	e.m.DeletePod(blocker[0].UID) // freed: the scheduler would retry, but suppose it does not
+	advance := func(d time.Duration) {
+		e.m.mu.Lock()
+		clock = clock.Add(d)
+		e.m.mu.Unlock()
+	}
+	advance(strandedAfter / 2)
+	e.m.checkStarvation()
+	quorumFits := func() int {
+		n := 0
+		for _, r := range writes.reasons("default/l-0") {
+			if r == wellknown.ConditionReasonQuorumFits {
+				n++
+			}
+		}
+		return n
+	}
+	require.Never(t, func() bool { return quorumFits() > 0 }, 50*time.Millisecond, 10*time.Millisecond, "too early")
+	advance(strandedAfter)
+	e.m.checkStarvation()
+	require.Eventually(t, func() bool { return quorumFits() == 1 }, 5*time.Second, 5*time.Millisecond)
+	e.m.checkStarvation()
+	require.Never(t, func() bool { return quorumFits() > 1 }, 50*time.Millisecond, 10*time.Millisecond, "once per strandedAfter")
 }

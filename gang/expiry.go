@@ -30,13 +30,53 @@ func (m *Manager) sweepExpired() {
 	}
 }
 
-// checkStarvation gives a starving gang its hold when no filter call did.
+// checkStarvation gives a starving gang its hold when no filter call did, and wakes a gang left
+// stranded.
 func (m *Manager) checkStarvation() {
 	var fx effects
 	m.mu.Lock()
 	m.holdForStarvingLocked(&fx)
+	m.wakeStrandedLocked(&fx)
 	m.mu.Unlock()
 	m.apply(&fx)
+}
+
+// strandedAfter is how long a gang whose quorum fits free capacity may go without a member at
+// filter before lockstep wakes it. The scheduler retries a parked pod only on cluster events it
+// deems relevant, or after five minutes; lockstep's own changes of mind (capacity that another
+// gang's commit stops counting, say) are no such event, and the wake-ups lockstep writes can be
+// dropped under pressure. This is the net under all of them.
+const strandedAfter = 10 * time.Second
+
+// strandedChecks bounds the gangs planned per look: the first in line are the ones that matter,
+// and a look runs under the manager's lock.
+const strandedChecks = 4
+
+// wakeStrandedLocked wakes the first gang in line whose quorum fits free capacity now, though no
+// member of it has been to filter for strandedAfter. It looks once per strandedAfter.
+func (m *Manager) wakeStrandedLocked(fx *effects) {
+	now := m.now()
+	if now.Sub(m.strandedLook) < strandedAfter {
+		return
+	}
+	m.strandedLook = now
+	checked := 0
+	for _, w := range m.lineLocked() {
+		g := w.g
+		if !w.waiting || g.turnedAway.IsZero() || now.Sub(g.turnedAway) < strandedAfter || now.Sub(g.woken) < strandedAfter {
+			continue
+		}
+		if checked++; checked > strandedChecks {
+			return
+		}
+		if _, plan, _ := m.planQuorum(g, planMembers(w.quorum, nil), everyOther(g.key)); !plan.OK {
+			continue
+		}
+		g.woken = now
+		klog.V(2).InfoS("Waking a gang whose quorum fits", "gang", g.key, "lastTurnedAway", g.turnedAway)
+		m.wakeLocked(g, wellknown.ConditionReasonQuorumFits, "gang "+g.key+"'s quorum fits free capacity; it is being planned again", fx)
+		return
+	}
 }
 
 // onExpired runs when the book evicts an expired reservation (or after its own release, which it

@@ -55,9 +55,7 @@ func (m *Manager) upsertRecord(obj any) {
 	if !ok {
 		return
 	}
-	m.mu.Lock()
-	p := m.ledger.upsertInfo(rec.info)
-	m.mu.Unlock()
+	p := m.upsertInfo(rec.info)
 	if p.gangName != "" && m.cfg.OnGangChange != nil {
 		m.cfg.OnGangChange(gangKeyOf(p))
 	}

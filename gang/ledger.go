@@ -104,7 +104,24 @@ func (l *ledger) upsertInfo(next *podInfo) *podInfo {
 	l.resolve(next)
 	l.take(next)
 	l.joinGang(next)
+	if next.holds() && (!ok || !prev.holds()) {
+		l.settleSlot(next)
+	}
 	return next
+}
+
+// settleSlot hands a member's capacity from its gang's reservation to the ledger once the
+// informer reports it bound, which can come before its binding call returns: counted by both
+// meanwhile, the capacity would be refused to others while free, and a pod the scheduler parked
+// meanwhile would not be sent back (another pod's binding is no event for it).
+func (l *ledger) settleSlot(p *podInfo) {
+	g := l.gangOf(p)
+	if g == nil || g.reservation == nil {
+		return
+	}
+	if s := g.reservation.slotOf(p.uid); s != nil && s.node == p.node {
+		s.settled = true
+	}
 }
 
 func (l *ledger) deletePod(uid types.UID) *podInfo {

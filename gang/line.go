@@ -68,8 +68,8 @@ func firstUnplaced(g *gangInfo) *podInfo {
 // the gangs protected on each node.
 func (m *Manager) protectedQuorums(own string, prio int32) (protected map[string]placement.Resources, of map[string][]string) {
 	for _, w := range m.lineLocked() {
-		if w.g.key == own || w.prio < prio || !w.waiting {
-			continue
+		if w.g.key == own || w.prio < prio || !w.waiting || m.liveHold(w.g.key) != nil {
+			continue // a starving gang's hold already keeps its quorum's capacity
 		}
 		held, _ := m.book.held(everyOther(w.g.key))
 		for node, r := range protected {

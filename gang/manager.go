@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -106,6 +107,8 @@ type Manager struct {
 	book   *reservationBook
 	// evictRefused is when each pod's eviction was last refused (see victimUnitsLocked).
 	evictRefused map[types.UID]time.Time
+	// strandedLook is when wakeStrandedLocked last looked.
+	strandedLook time.Time
 }
 
 // NewManager builds a manager. recorder and metrics may be nil.
@@ -162,9 +165,32 @@ func (m *Manager) DeleteNode(name string) {
 
 // UpsertPod records a pod's latest version.
 func (m *Manager) UpsertPod(pod *corev1.Pod) {
+	m.upsertInfo(newPodInfo(pod, m.ledger.read))
+}
+
+// upsertInfo takes in a pod's summary, waking its gang if it is a member the gang was waiting for.
+func (m *Manager) upsertInfo(info *podInfo) *podInfo {
+	var fx effects
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ledger.upsertPod(pod)
+	_, known := m.ledger.pods[info.uid]
+	p := m.ledger.upsertInfo(info)
+	if !known {
+		m.memberArrivedLocked(p, &fx)
+	}
+	m.mu.Unlock()
+	m.apply(&fx)
+	return p
+}
+
+// memberArrivedLocked wakes a gang that turned members away for lack of members, now that one
+// more exists: its oldest waiting member comes back to filter and plans the quorum.
+func (m *Manager) memberArrivedLocked(p *podInfo, fx *effects) {
+	g := m.ledger.gangOf(p)
+	if g == nil || !g.lackedMembers || p.terminal {
+		return
+	}
+	g.lackedMembers = false
+	m.wakeLocked(g, wellknown.ConditionReasonMemberArrived, fmt.Sprintf("member %s was created; gang %s is being planned again", p.key(), g.key), fx)
 }
 
 // DeletePod forgets a pod. A departed member's slot goes back to its gang's pool, and a gang left

@@ -122,6 +122,13 @@ type gangInfo struct {
 	// waitingSince is when the gang's last reservation was made; zero before its first, when
 	// it has waited since its oldest member was created (see waitedSince).
 	waitingSince time.Time
+	// lackedMembers: a member was turned away because too few members existed. The scheduler
+	// does not try a parked pod again when another pod is created, so the next member to arrive
+	// wakes one of those turned away (memberArrivedLocked).
+	lackedMembers bool
+	// turnedAway is when a member was last turned away at filter, and woken when lockstep last
+	// woke the gang because its quorum fit (wakeStrandedLocked).
+	turnedAway, woken time.Time
 }
 
 // reference is the spec every member must agree with: the one of the oldest member whose

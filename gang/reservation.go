@@ -40,7 +40,11 @@ type slot struct {
 	node       string
 	requests   placement.Resources
 	state      slotState
-	err        error
+	// settled: the informer reported the member bound on node, so the ledger counts its
+	// capacity and the slot no longer does (ledger.settleSlot). Read and written under the
+	// manager's lock only; the commit goroutine never looks at it.
+	settled bool
+	err     error
 	// gpuIDs are the GPU indices chosen for the member when the gang commits.
 	gpuIDs []int
 	// cancel stops the member's binding while the gang commits; nil before.
@@ -49,7 +53,7 @@ type slot struct {
 
 // holdsCapacity reports whether the slot's capacity is still set aside (a bound member's capacity
 // is counted on its node instead).
-func (s *slot) holdsCapacity() bool { return s.state < slotBound }
+func (s *slot) holdsCapacity() bool { return s.state < slotBound && !s.settled }
 
 type reservationState int
 

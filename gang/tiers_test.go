@@ -210,3 +210,25 @@ func TestSmallGangKeepsThePlannersPlan(t *testing.T) {
 	e.filterOne(asks[0])
 	require.Equal(t, []string{"b1/z"}, e.racksOf("asks"))
 }
+
+// Nodes without any tier's label each sit alone in their domain; a quorum that needs every one of
+// them is planned across them all, as without tiers.
+func TestQuorumAcrossUnlabelledNodesNeedingEveryNode(t *testing.T) {
+	e := tierEnv(t, gpuNodes("n", 4, 2))
+	pods := members("default", "phoenix", "p", 4, 4, 2)
+	e.add(pods...)
+	for _, p := range pods {
+		e.filterOne(p)
+	}
+	require.Equal(t, PhaseReserving, e.status("default", "phoenix").Phase)
+}
+
+// The scheduler may offer the member at filter fewer nodes than there are (its own filters rule
+// the rest out for it); the plan puts that member on an offered node and the others around it.
+func TestQuorumAcrossUnlabelledNodesWithOneNodeOffered(t *testing.T) {
+	e := tierEnv(t, gpuNodes("n", 4, 2))
+	pods := members("default", "phoenix", "p", 4, 4, 2)
+	e.add(pods...)
+	r := e.filterNodes(pods[0], []string{e.nodes[2]})
+	require.Equal(t, []string{e.nodes[2]}, r.Feasible, "failed: %v", r.Failed)
+}

@@ -103,6 +103,11 @@ const (
 	ConditionReasonTimedOut      = "TimedOut"
 	// ConditionReasonRulesChanged: the group object holding the gang's rules appeared or changed.
 	ConditionReasonRulesChanged = "RulesChanged"
+	// ConditionReasonMemberArrived: a member the gang was waiting for was created.
+	ConditionReasonMemberArrived = "MemberArrived"
+	// ConditionReasonQuorumFits: the gang's quorum fits free capacity, yet none of its members
+	// has been back to filter for a while.
+	ConditionReasonQuorumFits = "QuorumFits"
 	// ConditionReasonReservationYielded: higher-priority work took the gang's reservation.
 	ConditionReasonReservationYielded = "ReservationYielded"
 	// ConditionReasonPreemptionRefused: an eviction the gang's preemption needed was refused.
