@@ -124,6 +124,11 @@ func scheduleTimeout(_ *unstructured.Unstructured, r fields, spec *gangspec.Spec
 	if secs < 1 {
 		return r.bad("spec.scheduleTimeoutSeconds", fmt.Sprint(secs), "must be at least 1")
 	}
+	// Past this many seconds the Duration overflows: found by FuzzPodGroup, 9223372037 came out
+	// negative (so the default waiting time) and 18446744074 as 0.29s.
+	if maxSecs := int64(math.MaxInt64 / time.Second); secs > maxSecs {
+		return r.bad("spec.scheduleTimeoutSeconds", fmt.Sprint(secs), fmt.Sprintf("must be at most %d (292 years)", maxSecs))
+	}
 	spec.WaitingTime = time.Duration(secs) * time.Second
 	return nil
 }
@@ -153,8 +158,13 @@ func networkTopology(r fields, spec *gangspec.Spec) error {
 		return err
 	}
 	t := gangspec.Topology{Required: true, Source: "spec.networkTopology of " + r.object}
-	switch mode := fmt.Sprint(nt["mode"]); mode {
-	case "hard", "<nil>", "":
+	raw, given := nt["mode"]
+	mode, isString := raw.(string)
+	if given && raw != nil && !isString {
+		return r.bad("spec.networkTopology.mode", fmt.Sprint(raw), "must be hard or soft")
+	}
+	switch mode {
+	case "hard", "": // Volcano's default is hard
 	case "soft":
 		t.Required = false
 	default:

@@ -1,0 +1,564 @@
+package dialect
+
+import (
+	stdjson "encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+// Anyone who may create a pod writes its labels and annotations, and anyone who may create a
+// PodGroup writes its spec: these readers take the least trusted input lockstep has. What they
+// must never do is panic (that stops every scheduling call), refuse without naming the object
+// and the key, or accept a value the gang manager cannot use.
+
+// markers are a pod's labels and annotations as one fuzz input: one per line, "l key=value" for
+// a label and "a key=value" for an annotation (any other first byte reads as an annotation too,
+// so that no mutation is wasted). A line without "=" is a key with an empty value.
+func markers(text string) (labels, annotations map[string]string) {
+	labels, annotations = map[string]string{}, map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" {
+			continue
+		}
+		into := annotations
+		if line[0] == 'l' {
+			into = labels
+		}
+		key, value, _ := strings.Cut(strings.TrimPrefix(line[1:], " "), "=")
+		into[key] = value
+	}
+	return labels, annotations
+}
+
+// markersText writes labels and annotations the way markers reads them, for seeds.
+func markersText(labels, annotations map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		fmt.Fprintf(&b, "l %s=%s\n", k, labels[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(annotations)) {
+		fmt.Fprintf(&b, "a %s=%s\n", k, annotations[k])
+	}
+	return b.String()
+}
+
+// primaryMarker is a marker that makes a pod a gang member, in the order of precedence Pods.Read
+// follows (families in order, Koordinator's own in koord-scheduler's order).
+type primaryMarker struct {
+	family string
+	label  bool
+	key    string
+	// group names the group object the marker points at; nil when the pod carries the rules.
+	group func(namespace, name string) string
+}
+
+var primaryMarkers = []primaryMarker{
+	{"Koordinator", true, wellknown.LabelKoordinatorPodGroup, KoordinatorKey},
+	{"Koordinator", true, wellknown.LabelLightweightGangName, nil},
+	{"Koordinator", false, wellknown.AnnotationGangName, nil},
+	{"scheduler-plugins", true, wellknown.LabelCoschedulingPodGroup, CoschedulingKey},
+	{"Volcano", false, wellknown.AnnotationGroupName, GroupNameKey},
+	{"Kueue", true, wellknown.LabelKueuePodGroup, nil},
+}
+
+// markerKeys are every key the pod readers read, by where they read it.
+var markerKeys = map[string]bool{
+	"label " + wellknown.LabelKoordinatorPodGroup:               true,
+	"label " + wellknown.LabelLightweightGangName:               true,
+	"label " + wellknown.LabelLightweightMinAvailable:           true,
+	"label " + wellknown.LabelCoschedulingPodGroup:              true,
+	"label " + wellknown.LabelKueuePodGroup:                     true,
+	"label " + wellknown.AnnotationVolcanoTask:                  true,
+	"annotation " + wellknown.AnnotationGangName:                true,
+	"annotation " + wellknown.AnnotationGangMinAvailable:        true,
+	"annotation " + wellknown.AnnotationGangWaitingTime:         true,
+	"annotation " + wellknown.AnnotationGangTotalNumber:         true,
+	"annotation " + wellknown.AnnotationGangMode:                true,
+	"annotation " + wellknown.AnnotationGangGroups:              true,
+	"annotation " + wellknown.AnnotationGangMatchPolicy:         true,
+	"annotation " + wellknown.AnnotationGangNetworkTopologySpec: true,
+	"annotation " + wellknown.AnnotationGroupName:               true,
+	"annotation " + wellknown.AnnotationVolcanoTask:             true,
+	"annotation " + wellknown.AnnotationKueueTotalCount:         true,
+	"annotation " + wellknown.AnnotationRequiredTopology:        true,
+	"annotation " + wellknown.AnnotationPreferredTopology:       true,
+	"annotation " + wellknown.AnnotationKueueRequiredTopology:   true,
+	"annotation " + wellknown.AnnotationKueuePreferredTopology:  true,
+}
+
+// FuzzPodMarkers reads any labels and annotations as a pod's gang membership, in every dialect,
+// and checks what Pods.Read promises: a pod without a gang marker is an ordinary pod and is never
+// refused; the gang is the one the first marker in precedence names; two ecosystems' markers are
+// refused naming both; every other refusal is a FieldError naming the pod, a key lockstep reads
+// and the value it found there; and what is accepted is a gang the manager can use, carrying the
+// values the pod wrote.
+func FuzzPodMarkers(f *testing.F) {
+	const (
+		koordName = wellknown.AnnotationGangName
+		koordMin  = wellknown.AnnotationGangMinAvailable
+	)
+	for _, seed := range []struct {
+		labels, annotations map[string]string
+	}{
+		{}, // an ordinary pod
+		{annotations: map[string]string{koordName: "mpi", koordMin: "2"}},
+		{annotations: map[string]string{koordName: "mpi", koordMin: "2", wellknown.AnnotationGangWaitingTime: "90s",
+			wellknown.AnnotationGangTotalNumber: "4", wellknown.AnnotationGangMode: "NonStrict", wellknown.AnnotationGangMatchPolicy: "only-waiting",
+			wellknown.AnnotationGangGroups: `["team-a/mpi","team-a/ps"]`}},
+		{annotations: map[string]string{koordName: "mpi", koordMin: "2", wellknown.AnnotationGangMatchPolicy: "waiting-and-running",
+			wellknown.AnnotationGangGroups: `["team-a/mpi"]`}},
+		{annotations: map[string]string{koordName: "mpi", koordMin: "2",
+			wellknown.AnnotationGangNetworkTopologySpec: `{"gatherStrategy":[{"layer":"SpineLayer","strategy":"MustGather"},{"layer":"BlockLayer","strategy":"MustGather"}]}`}},
+		{annotations: map[string]string{koordName: "mpi", koordMin: "2",
+			wellknown.AnnotationGangNetworkTopologySpec: `{"gatherStrategy":[{"layer":"BlockLayer","strategy":"PreferGather"},{"layer":"ClusterTopologyLayer","strategy":"MustGather"}]}`}},
+		{annotations: map[string]string{koordName: "mpi", koordMin: "0", wellknown.AnnotationGangWaitingTime: "-1s"}},
+		{annotations: map[string]string{koordName: "mpi", koordMin: "3", wellknown.AnnotationGangTotalNumber: "2"}},
+		{annotations: map[string]string{koordName: "mpi", koordMin: "2", wellknown.AnnotationGangGroups: `["team-a/mpi","ps"]`}},
+		{annotations: map[string]string{koordName: "mpi", koordMin: "2", wellknown.AnnotationGangGroups: `"team-a/mpi"`}},
+		{annotations: map[string]string{koordName: "mpi", koordMin: "2", wellknown.AnnotationGangNetworkTopologySpec: `{"gatherStrategy":[{"strategy":"MustGather"}]}`}},
+		{annotations: map[string]string{koordName: "mpi", koordMin: "2", wellknown.AnnotationGangWaitingTime: "9999999999h"}},
+		{annotations: map[string]string{koordName: "", koordMin: "2"}},
+		{annotations: map[string]string{koordName: "mpi"}},
+		{labels: map[string]string{wellknown.LabelKoordinatorPodGroup: "pg"}},
+		{labels: map[string]string{wellknown.LabelKoordinatorPodGroup: ""}},
+		{labels: map[string]string{wellknown.LabelLightweightGangName: "arena", wellknown.LabelLightweightMinAvailable: "3"}},
+		{labels: map[string]string{wellknown.LabelLightweightGangName: "arena", wellknown.LabelLightweightMinAvailable: "+3"}},
+		{labels: map[string]string{wellknown.LabelLightweightGangName: "arena"}},
+		{labels: map[string]string{wellknown.LabelCoschedulingPodGroup: "tf"},
+			annotations: map[string]string{wellknown.AnnotationRequiredTopology: "topology.kubernetes.io/zone", wellknown.AnnotationKueueRequiredTopology: "topology.kubernetes.io/zone"}},
+		{labels: map[string]string{wellknown.LabelCoschedulingPodGroup: "tf"},
+			annotations: map[string]string{wellknown.AnnotationRequiredTopology: "rack", wellknown.AnnotationPreferredTopology: "rack"}},
+		{labels: map[string]string{wellknown.LabelCoschedulingPodGroup: "tf"}, annotations: map[string]string{wellknown.AnnotationKueuePreferredTopology: ""}},
+		{annotations: map[string]string{wellknown.AnnotationGroupName: "vc-job", wellknown.AnnotationVolcanoTask: "worker"}},
+		{labels: map[string]string{wellknown.AnnotationVolcanoTask: "ps"}, annotations: map[string]string{wellknown.AnnotationGroupName: "vc-job"}},
+		{labels: map[string]string{wellknown.LabelKueuePodGroup: "kq"}, annotations: map[string]string{wellknown.AnnotationKueueTotalCount: "4"}},
+		{labels: map[string]string{wellknown.LabelKueuePodGroup: "kq"}, annotations: map[string]string{wellknown.AnnotationKueueTotalCount: "-4"}},
+		{labels: map[string]string{wellknown.LabelKueuePodGroup: "kq", wellknown.LabelCoschedulingPodGroup: "tf"}},
+		{labels: map[string]string{wellknown.LabelLightweightGangName: "arena", wellknown.LabelLightweightMinAvailable: "2"},
+			annotations: map[string]string{wellknown.AnnotationGroupName: "vc-job"}},
+		// Topology keys alone make no gang: the pod is ordinary, its topology ignored.
+		{annotations: map[string]string{wellknown.AnnotationRequiredTopology: ""}},
+	} {
+		f.Add("team-a", "w-0", markersText(seed.labels, seed.annotations))
+	}
+	f.Fuzz(func(t *testing.T, namespace, name, text string) {
+		labels, annotations := markers(text)
+		got := Pods{}.Read(namespace, name, labels, annotations)
+		require.Equal(t, describe(got), describe(Pods{}.Read(namespace, name, labels, annotations)), "read twice")
+		pod := "pod " + namespace + "/" + name
+
+		present := func(m primaryMarker) (string, bool) {
+			if m.label {
+				v, ok := labels[m.key]
+				return v, ok
+			}
+			v, ok := annotations[m.key]
+			return v, ok
+		}
+		var first *primaryMarker
+		families := map[string]bool{}
+		for i, m := range primaryMarkers {
+			if _, ok := present(m); ok {
+				families[m.family] = true
+				if first == nil {
+					first = &primaryMarkers[i]
+				}
+			}
+		}
+		if first == nil {
+			require.Equal(t, gangspec.Membership{}, got, "a pod without gang markers is ordinary: %q", text)
+			return
+		}
+		gangName, _ := present(*first)
+		require.Equal(t, gangName, got.Gang, "the gang is what the first marker in precedence names: %q", text)
+
+		if len(families) > 1 {
+			require.Error(t, got.Err, "markers of %v: %q", slices.Sorted(maps.Keys(families)), text)
+			require.Contains(t, got.Err.Error(), pod)
+			for _, m := range primaryMarkers {
+				if _, ok := present(m); ok && families[m.family] && m.family != first.family {
+					require.Contains(t, got.Err.Error(), m.key, "a conflict names both markers")
+					break
+				}
+			}
+			require.Nil(t, got.Spec)
+			require.Empty(t, got.Group)
+			return
+		}
+
+		if got.Err != nil {
+			checkPodRefusal(t, pod, labels, annotations, got.Err)
+			return
+		}
+		if first.key == wellknown.AnnotationGroupName {
+			want, ok := annotations[wellknown.AnnotationVolcanoTask]
+			if !ok {
+				want = labels[wellknown.AnnotationVolcanoTask]
+			}
+			require.Equal(t, want, got.Task)
+		} else {
+			require.Empty(t, got.Task)
+		}
+		if first.group != nil {
+			require.Nil(t, got.Spec)
+			require.Equal(t, first.group(namespace, gangName), got.Group)
+		} else {
+			require.Empty(t, got.Group)
+			require.NotNil(t, got.Spec, "a gang whose rules are on the pod has them read: %q", text)
+			checkSpec(t, got.Spec, namespace, gangName)
+			checkPodSpec(t, first.key, got.Spec, labels, annotations)
+		}
+		checkPodTopology(t, annotations, got.Topology)
+	})
+}
+
+// describe is a membership with its error as words, so that two readings compare.
+func describe(m gangspec.Membership) any {
+	var err string
+	if m.Err != nil {
+		err = m.Err.Error()
+	}
+	m.Err = nil
+	return struct {
+		gangspec.Membership
+		Err string
+	}{m, err}
+}
+
+// checkPodRefusal holds a refusal of a single ecosystem's markers to naming the pod and a key
+// lockstep reads, with the value the pod carries there ("" when the key is missing).
+func checkPodRefusal(t *testing.T, pod string, labels, annotations map[string]string, err error) {
+	require.Contains(t, err.Error(), pod)
+	var fieldErr *gangspec.FieldError
+	if !errors.As(err, &fieldErr) {
+		// Only an empty group object name is refused without a FieldError; it names the marker.
+		require.Contains(t, err.Error(), "the group name must not be empty")
+		return
+	}
+	require.Equal(t, pod, fieldErr.Object)
+	require.True(t, markerKeys[fieldErr.Field], "refusal names field %q, which lockstep does not read", fieldErr.Field)
+	require.NotEmpty(t, fieldErr.Reason)
+	where, key, _ := strings.Cut(fieldErr.Field, " ")
+	values := annotations
+	if where == "label" {
+		values = labels
+	}
+	require.Equal(t, values[key], fieldErr.Value, "the value of %s", fieldErr.Field)
+}
+
+// checkPodSpec holds rules read from a pod to the values the pod wrote.
+func checkPodSpec(t *testing.T, marker string, spec *gangspec.Spec, labels, annotations map[string]string) {
+	switch marker {
+	case wellknown.LabelLightweightGangName:
+		require.Equal(t, strconv.Itoa(spec.MinAvailable), strings.TrimLeft(labels[wellknown.LabelLightweightMinAvailable], "+0"))
+		require.Zero(t, spec.TotalNumber)
+	case wellknown.LabelKueuePodGroup:
+		require.Equal(t, strconv.Itoa(spec.MinAvailable), strings.TrimLeft(annotations[wellknown.AnnotationKueueTotalCount], "+0"))
+		require.Equal(t, spec.MinAvailable, spec.TotalNumber, "every member of a Kueue group must be placed")
+	case wellknown.AnnotationGangName:
+		require.Equal(t, strconv.Itoa(spec.MinAvailable), strings.TrimLeft(annotations[wellknown.AnnotationGangMinAvailable], "+0"))
+		if raw, ok := annotations[wellknown.AnnotationGangWaitingTime]; ok {
+			d, err := time.ParseDuration(raw)
+			require.NoError(t, err)
+			require.Equal(t, d, spec.WaitingTime)
+		}
+		checkKoordinatorOptions(t, spec, annotations)
+	default:
+		t.Fatalf("no rules are read from marker %s", marker)
+	}
+}
+
+// checkKoordinatorOptions holds the Koordinator annotations read, on pods and PodGroups alike,
+// to the values written.
+func checkKoordinatorOptions(t *testing.T, spec *gangspec.Spec, annotations map[string]string) {
+	if raw, ok := annotations[wellknown.AnnotationGangTotalNumber]; ok {
+		require.Equal(t, strconv.Itoa(spec.TotalNumber), strings.TrimLeft(raw, "+0"))
+	} else {
+		require.Zero(t, spec.TotalNumber)
+	}
+	require.Equal(t, annotations[wellknown.AnnotationGangMode], spec.Mode)
+	wantPolicy := map[string]gangspec.MatchPolicy{"": gangspec.OnceSatisfied, "once-satisfied": gangspec.OnceSatisfied,
+		"waiting-and-running": gangspec.WaitingAndRunning, "only-waiting": gangspec.OnlyWaiting}[annotations[wellknown.AnnotationGangMatchPolicy]]
+	require.Equal(t, wantPolicy, spec.Policy)
+	if spec.Bundle != nil {
+		var listed []string
+		require.NoError(t, stdjson.Unmarshal([]byte(annotations[wellknown.AnnotationGangGroups]), &listed))
+		for _, k := range spec.Bundle {
+			require.True(t, k == spec.Key() || slices.Contains(listed, k), "gang group member %q was not listed", k)
+		}
+	}
+	raw, ok := annotations[wellknown.AnnotationGangNetworkTopologySpec]
+	if !ok {
+		require.Nil(t, spec.Topology.Layers)
+		return
+	}
+	// The layers asked, as Koordinator documents its gather strategies: MustGather layers make a
+	// requirement, PreferGather layers alone a preference, and its ClusterTopologyLayer asks nothing.
+	var v struct {
+		GatherStrategy []struct{ Layer, Strategy string }
+	}
+	require.NoError(t, stdjson.Unmarshal([]byte(raw), &v))
+	var must, prefer []string
+	for _, rule := range v.GatherStrategy {
+		switch {
+		case rule.Layer == "ClusterTopologyLayer":
+		case rule.Strategy == "MustGather":
+			must = append(must, rule.Layer)
+		case rule.Strategy == "PreferGather":
+			prefer = append(prefer, rule.Layer)
+		}
+	}
+	want := prefer
+	if len(must) > 0 {
+		want = must
+	}
+	require.Equal(t, want, spec.Topology.Layers, "layers of %s", raw)
+	require.Equal(t, len(must) > 0, spec.Topology.Required, "required, by %s", raw)
+}
+
+// checkSpec holds rules, wherever they were read, to what the gang manager relies on.
+func checkSpec(t *testing.T, spec *gangspec.Spec, namespace, name string) {
+	require.Equal(t, namespace, spec.Namespace)
+	require.Equal(t, name, spec.Name)
+	require.GreaterOrEqual(t, spec.MinAvailable, 1, "min-available")
+	if spec.TotalNumber != 0 {
+		require.GreaterOrEqual(t, spec.TotalNumber, spec.MinAvailable, "total-number below min-available")
+	}
+	require.GreaterOrEqual(t, spec.WaitingTime, time.Duration(0), "waiting time")
+	for task, n := range spec.MinPerTask {
+		require.GreaterOrEqual(t, n, 1, "task %q: a task quorum of 0 is none, and kept as none", task)
+	}
+	require.Contains(t, []gangspec.MatchPolicy{gangspec.WaitingAndRunning, gangspec.OnceSatisfied, gangspec.OnlyWaiting}, spec.Policy)
+	require.Contains(t, []string{"", "Strict", "NonStrict"}, spec.Mode)
+	require.NotEmpty(t, spec.Source)
+	if spec.Bundle != nil {
+		require.GreaterOrEqual(t, len(spec.Bundle), 2, "a gang alone is no gang group")
+		require.True(t, slices.IsSorted(spec.Bundle) && len(slices.Compact(slices.Clone(spec.Bundle))) == len(spec.Bundle), "gang group %q: sorted, each once", spec.Bundle)
+		require.Contains(t, spec.Bundle, spec.Key(), "a gang group holds the gang itself")
+		for _, k := range spec.Bundle {
+			if k == spec.Key() {
+				continue // the gang's own key, whatever its namespace and name (the apiserver checks those)
+			}
+			ns, n, ok := strings.Cut(k, "/")
+			require.True(t, ok && ns != "" && n != "" && !strings.Contains(n, "/"), "gang group member %q is not namespace/name", k)
+		}
+	}
+	checkTopology(t, spec.Topology)
+}
+
+// checkTopology holds a network request to one of its forms: a tier by key or name, by number,
+// or by layers; none at all is the zero value.
+func checkTopology(t *testing.T, top gangspec.Topology) {
+	if top.Key == "" && top.Tier == 0 && top.Layers == nil {
+		require.Equal(t, gangspec.Topology{}, top, "no request, but fields set")
+		return
+	}
+	forms := 0
+	for _, set := range []bool{top.Key != "", top.Tier != 0, top.Layers != nil} {
+		if set {
+			forms++
+		}
+	}
+	require.Equal(t, 1, forms, "one form of network request: %+v", top)
+	require.GreaterOrEqual(t, top.Tier, 0)
+	for _, layer := range top.Layers {
+		require.NotEmpty(t, layer)
+		require.NotEqual(t, "ClusterTopologyLayer", layer, "the whole cluster asks nothing")
+	}
+	require.NotEmpty(t, top.Source)
+}
+
+// checkPodTopology holds a member's accepted tier request to its topology annotations: the first
+// present in topologyKeys order, every other present one saying the same.
+func checkPodTopology(t *testing.T, annotations map[string]string, got gangspec.Topology) {
+	var want gangspec.Topology
+	for _, k := range topologyKeys {
+		v, ok := annotations[k.key]
+		if !ok {
+			continue
+		}
+		require.NotEmpty(t, v, "an empty %s is accepted", k.key)
+		if want.Key == "" {
+			want = gangspec.Topology{Key: v, Required: k.required, Source: "annotation " + k.key}
+			continue
+		}
+		require.Equal(t, want.Key, v, "%s disagrees with %s and is accepted", k.key, want.Source)
+		require.Equal(t, want.Required, k.required, "%s disagrees with %s and is accepted", k.key, want.Source)
+	}
+	require.Equal(t, want, got)
+}
+
+// FuzzPodGroup reads any spec and annotations as a PodGroup of each API lockstep reads. Its
+// numbers arrive either as the dynamic client decodes them (int64 when whole, else float64) or
+// all float64 (encoding/json), and toInt must read both alike. It checks: a refusal is a
+// FieldError naming the object and a field this API reads, with an annotation's value as written;
+// an accepted object is a gang the manager can use, carrying the numbers written, and nothing
+// from fields its API does not have.
+func FuzzPodGroup(f *testing.F) {
+	for _, seed := range []struct {
+		api         API
+		spec        string
+		annotations map[string]string
+	}{
+		{api: Coscheduling, spec: `{"minMember":6,"scheduleTimeoutSeconds":90,"minResources":{"nvidia.com/gpu":"10"}}`},
+		{api: Coscheduling, spec: `{"minMember":6,"scheduleTimeoutSeconds":0}`},
+		{api: Coscheduling, spec: `{"minMember":2,"scheduleTimeoutSeconds":9223372036}`},
+		{api: Coscheduling, spec: `{"minMember":2,"scheduleTimeoutSeconds":9223372037}`},
+		{api: Coscheduling, spec: `{"minMember":2,"scheduleTimeoutSeconds":18446744074}`},
+		{api: Coscheduling, spec: `{"minMember":2,"scheduleTimeoutSeconds":1e15}`},
+		{api: Coscheduling, spec: `{"minMember":2.0,"scheduleTimeoutSeconds":null}`},
+		{api: Coscheduling, spec: `{"minMember":2.5}`},
+		{api: Coscheduling, spec: `{"minMember":9007199254740993}`},
+		{api: Coscheduling, spec: `{"minMember":1e300}`},
+		{api: Coscheduling, spec: `{"minMember":"2"}`},
+		{api: Coscheduling, spec: `"minMember"`},
+		{api: Coscheduling, spec: `null`},
+		{api: Volcano, spec: `{"minMember":5,"minTaskMember":{"ps":1,"worker":4,"chief":0},"queue":"default"}`},
+		{api: Volcano, spec: `{"minMember":5,"minTaskMember":{"worker":-1}}`},
+		{api: Volcano, spec: `{"minMember":5,"minTaskMember":[1]}`},
+		{api: Volcano, spec: `{"minMember":4,"networkTopology":{"highestTierAllowed":2}}`},
+		{api: Volcano, spec: `{"minMember":4,"networkTopology":{"mode":"soft","highestTierName":"rack"}}`},
+		{api: Volcano, spec: `{"minMember":4,"networkTopology":{"mode":"hard","highestTierAllowed":1,"highestTierName":"rack"}}`},
+		{api: Volcano, spec: `{"minMember":4,"networkTopology":{"mode":"strict","highestTierAllowed":0}}`},
+		{api: Volcano, spec: `{"minMember":4,"networkTopology":{"mode":5}}`},
+		{api: Volcano, spec: `{"minMember":4,"networkTopology":{"highestTierName":7}}`},
+		{api: Volcano, spec: `{"minMember":4,"networkTopology":"rack"}`},
+		{api: KubeBatch, spec: `{"minMember":3,"minTaskMember":{"ps":1},"scheduleTimeoutSeconds":5}`},
+		{api: KubeBatchV1alpha2, spec: `{"minMember":3}`},
+		{api: KubeBatchV1alpha2, spec: `{}`},
+		{api: Koordinator, spec: `{"minMember":2,"scheduleTimeoutSeconds":30}`, annotations: map[string]string{
+			wellknown.AnnotationGangGroups: `["team-a/job-1","team-a/ps"]`, wellknown.AnnotationGangMode: "NonStrict", wellknown.AnnotationGangTotalNumber: "3"}},
+		{api: Koordinator, spec: `{"minMember":2}`, annotations: map[string]string{
+			wellknown.AnnotationGangNetworkTopologySpec: `{"gatherStrategy":[{"layer":"BlockLayer","strategy":"MustGather"}]}`}},
+		{api: Koordinator, spec: `{"minMember":2}`, annotations: map[string]string{
+			wellknown.AnnotationGangNetworkTopologySpec: `{"gatherStrategy":"BlockLayer"}`, wellknown.AnnotationGangMatchPolicy: "only-waiting"}},
+		{api: Koordinator, spec: `{"minMember":4}`, annotations: map[string]string{wellknown.AnnotationGangTotalNumber: "3"}},
+		// Koordinator reads these on pods only; on the object they are not its to read.
+		{api: Koordinator, spec: `{"minMember":2}`, annotations: map[string]string{wellknown.AnnotationGangMinAvailable: "x", wellknown.AnnotationGangWaitingTime: "x"}},
+	} {
+		index := slices.IndexFunc(APIs(), func(a API) bool { return a.Resource == seed.api.Resource })
+		f.Add(uint8(index), seed.spec, markersText(nil, seed.annotations), true)
+		f.Add(uint8(index), seed.spec, markersText(nil, seed.annotations), false)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, specJSON, annotationText string, dynamicNumbers bool) {
+		apis := APIs()
+		api := apis[int(which)%len(apis)]
+		var spec any
+		decode := stdjson.Unmarshal
+		if dynamicNumbers {
+			decode = utiljson.Unmarshal
+		}
+		if decode([]byte(specJSON), &spec) != nil {
+			return
+		}
+		_, annotations := markers(annotationText)
+		obj := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+		obj.SetAPIVersion(api.Resource.GroupVersion().String())
+		obj.SetKind("PodGroup")
+		obj.SetNamespace("team-a")
+		obj.SetName("job-1")
+		obj.SetAnnotations(annotations)
+
+		got, err := api.Parse(obj)
+		if err != nil {
+			require.Nil(t, got)
+			checkGroupRefusal(t, api, annotations, err)
+			return
+		}
+		checkSpec(t, got, "team-a", "job-1")
+		require.Contains(t, got.Source, api.Object("team-a", "job-1"))
+		require.Contains(t, got.Source, api.Resource.GroupVersion().String())
+		fields := spec.(map[string]any) // minMember was read: spec is an object
+		require.Equal(t, number(t, fields["minMember"]), float64(got.MinAvailable), "minMember %v", fields["minMember"])
+
+		reads := groupFields[api.Resource.Group]
+		if secs, ok := fields["scheduleTimeoutSeconds"]; ok && secs != nil && reads["spec.scheduleTimeoutSeconds"] {
+			require.Equal(t, number(t, secs), got.WaitingTime.Seconds(), "scheduleTimeoutSeconds %v", secs)
+		} else {
+			require.Zero(t, got.WaitingTime)
+		}
+		if !reads["spec.minTaskMember"] {
+			require.Nil(t, got.MinPerTask)
+		}
+		for task, n := range got.MinPerTask {
+			require.Equal(t, number(t, fields["minTaskMember"].(map[string]any)[task]), float64(n), "task %q", task)
+		}
+		if api.Resource.Group == Koordinator.Resource.Group {
+			checkKoordinatorOptions(t, got, annotations)
+		} else {
+			require.Zero(t, got.TotalNumber)
+			require.Nil(t, got.Bundle)
+			require.Empty(t, got.Mode)
+			require.Equal(t, gangspec.WaitingAndRunning, got.Policy)
+		}
+		if reads["spec.networkTopology"] && (got.Topology.Tier != 0 || got.Topology.Key != "") {
+			nt := fields["networkTopology"].(map[string]any)
+			require.Equal(t, nt["mode"] != "soft", got.Topology.Required, "mode %v", nt["mode"])
+			if got.Topology.Tier != 0 {
+				require.Equal(t, number(t, nt["highestTierAllowed"]), float64(got.Topology.Tier))
+			} else {
+				require.Equal(t, nt["highestTierName"], got.Topology.Key)
+			}
+		} else if api.Resource.Group != Koordinator.Resource.Group {
+			require.Zero(t, got.Topology.Tier)
+			require.Empty(t, got.Topology.Key)
+			require.Nil(t, got.Topology.Layers)
+		}
+	})
+}
+
+// groupFields are the spec fields each API reads, by API group, as refusals name them.
+var groupFields = map[string]map[string]bool{
+	Coscheduling.Resource.Group:      {"spec.minMember": true, "spec.scheduleTimeoutSeconds": true},
+	Koordinator.Resource.Group:       {"spec.minMember": true, "spec.scheduleTimeoutSeconds": true},
+	Volcano.Resource.Group:           {"spec.minMember": true, "spec.minTaskMember": true, "spec.networkTopology": true},
+	KubeBatch.Resource.Group:         {"spec.minMember": true},
+	KubeBatchV1alpha2.Resource.Group: {"spec.minMember": true},
+}
+
+// checkGroupRefusal holds a refusal of a PodGroup to naming the object and a field its API reads.
+func checkGroupRefusal(t *testing.T, api API, annotations map[string]string, err error) {
+	var fieldErr *gangspec.FieldError
+	require.True(t, errors.As(err, &fieldErr), "want a FieldError, got %T: %v", err, err)
+	require.Equal(t, api.Object("team-a", "job-1"), fieldErr.Object)
+	require.NotEmpty(t, fieldErr.Reason)
+	if key, ok := strings.CutPrefix(fieldErr.Field, "annotation "); ok {
+		require.Equal(t, Koordinator.Resource, api.Resource, "only Koordinator reads annotations on its PodGroup: %v", err)
+		require.True(t, markerKeys[fieldErr.Field], "refusal names %q, which lockstep does not read", fieldErr.Field)
+		require.Equal(t, annotations[key], fieldErr.Value)
+		return
+	}
+	reads := groupFields[api.Resource.Group]
+	field := fieldErr.Field
+	for !reads[field] && strings.Count(field, ".") > 1 {
+		field = field[:strings.LastIndex(field, ".")]
+	}
+	require.True(t, reads[field], "%s refuses field %q, which it does not read: %v", api.Dialect, fieldErr.Field, err)
+}
+
+// number is a decoded JSON number of either decoder as a float64, to compare with what was read;
+// every number a reader accepts is whole and below 2^53, where float64 is exact.
+func number(t *testing.T, v any) float64 {
+	switch x := v.(type) {
+	case int64:
+		return float64(x)
+	case float64:
+		return x
+	}
+	t.Fatalf("%v (%T) is no number", v, v)
+	return math.NaN()
+}
