@@ -4,7 +4,7 @@
 #   make bench  verb latency, allocations and memory, then throughput through the real scheduler
 GO ?= go
 
-.PHONY: all build test unit e2e demo bench bench-throughput bench-packing control-plane scheduler-plugins training-operator volcano vet fmt image clean
+.PHONY: all build test unit fuzz e2e demo bench bench-throughput bench-packing control-plane scheduler-plugins training-operator volcano helm vet fmt image clean
 
 all: build
 
@@ -35,6 +35,11 @@ training-operator:
 volcano:
 	bash hack/build-volcano.sh
 
+# Helm v3.17.0, built once from test/tools/helm into bin/helm (about 3 minutes the first time).
+# The end-to-end suite runs it to lint and render deploy/helm/lockstep and applies the result.
+helm:
+	bash hack/build-helm.sh
+
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -42,10 +47,30 @@ vet:
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
-e2e: control-plane training-operator volcano
+# Every fuzz target for FUZZTIME each, one after another (go test fuzzes one target per run).
+# `unit` already runs their seeds as tests; this adds a little mutation beyond them on every
+# `make test`, bounded to about two minutes on 2 cores. The first run also compiles every
+# dependency again with fuzzing instrumentation (about 4 minutes, once). Hunt longer with e.g.
+# `make fuzz FUZZTIME=10m`. The default -fuzzminimizetime of 60s would spend a short run
+# shrinking the first new input it finds instead of fuzzing.
+FUZZTIME ?= 10s
+FUZZMINIMIZETIME ?= 1s
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzExtenderArgs$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
+	$(GO) test -run='^$$' -fuzz='^FuzzExtenderArgsStdlib$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
+	$(GO) test -run='^$$' -fuzz='^FuzzNodeNameList$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
+	$(GO) test -run='^$$' -fuzz='^FuzzHostPriorities$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
+	$(GO) test -run='^$$' -fuzz='^FuzzFilterResult$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
+	$(GO) test -run='^$$' -fuzz='^FuzzHandler$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
+	$(GO) test -run='^$$' -fuzz='^FuzzPodMarkers$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./dialect
+	$(GO) test -run='^$$' -fuzz='^FuzzPodGroup$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./dialect
+	$(GO) test -run='^$$' -fuzz='^FuzzParseAnnotation$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./gpu
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./fabric
+
+e2e: control-plane training-operator volcano helm
 	$(GO) test -race -count=1 -timeout 30m -v ./test/e2e/
 
-test: vet control-plane unit e2e
+test: vet control-plane unit fuzz e2e
 
 demo: control-plane
 	$(GO) run ./test/cmd/demo

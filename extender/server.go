@@ -46,18 +46,27 @@ type Scheduler interface {
 	Nodes(onlyProblems bool) []gang.NodeStatus
 }
 
-// Options configure the handler.
+// Options configure the handlers.
 type Options struct {
 	// MaxRequestBytes caps a request body; larger ones get 413. ExtenderArgs carrying full Node
 	// objects for thousands of nodes run to tens of megabytes, hence the generous default.
 	MaxRequestBytes int64
 	// Ready reports whether the informers have synced; /readyz answers 503 until then.
 	Ready func() bool
-	// Registry receives the verb latency histogram and serves /metrics; nil skips both.
+	// Registry receives the verb latency histogram (NewHandler) and is served as /metrics
+	// (NewDebugHandler); nil skips both.
 	Registry *prometheus.Registry
-	// Profiling serves Go's profiler under /debug/pprof/.
+	// Profiling serves Go's profiler under /debug/pprof/ (NewDebugHandler).
 	Profiling bool
+	// Caller, when set, vets the caller of every verb before its body is read: a non-nil error
+	// answers 403 with the error's words. /healthz and /readyz are never vetted: the kubelet's
+	// probes carry no credentials.
+	Caller func(*http.Request) error
 }
+
+// preSizeLimit is the most a request's declared length sizes its buffer before the body arrives:
+// a filter call naming 5,000 nodes is about 100 KiB.
+const preSizeLimit = 1 << 20
 
 // DefaultMaxRequestBytes is 64 MiB.
 const DefaultMaxRequestBytes = 64 << 20
@@ -69,23 +78,12 @@ type server struct {
 	names   nameTable
 }
 
-// NewHandler returns the extender's routes: POST /filter, /prioritize, /bind and /preempt for the
-// scheduler; GET /debug/gangs, /debug/nodes, /healthz, /readyz and /metrics for people and probes.
+// NewHandler returns the routes kube-scheduler calls, POST /filter, /prioritize, /bind and
+// /preempt, beside GET /healthz and /readyz for probes. What people read (NewDebugHandler) is
+// served apart, so that the address the scheduler reaches never lists pods to whoever asks.
 func NewHandler(sched Scheduler, opts Options) http.Handler {
-	if opts.MaxRequestBytes <= 0 {
-		opts.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if opts.Ready == nil {
-		opts.Ready = func() bool { return true }
-	}
-	s := &server{sched: sched, opts: opts}
-	r := chi.NewRouter()
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; the extender serves POST /filter, /prioritize, /bind, /preempt and GET /debug/gangs, /debug/nodes", r.URL.Path))
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
-	})
+	s := newServer(sched, opts)
+	r := s.router("POST /filter, /prioritize, /bind, /preempt and GET /healthz, /readyz")
 	if opts.Registry != nil {
 		s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "lockstep_extender_request_duration_seconds",
@@ -93,17 +91,55 @@ func NewHandler(sched Scheduler, opts Options) http.Handler {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"verb", "code"})
 		opts.Registry.MustRegister(s.latency)
+	}
+	r.Group(func(verbs chi.Router) {
+		if opts.Caller != nil {
+			verbs.Use(s.vetCaller)
+		}
+		verbs.Post("/filter", s.timed("filter", s.filter))
+		verbs.Post("/prioritize", s.timed("prioritize", s.prioritize))
+		verbs.Post("/bind", s.timed("bind", s.bind))
+		verbs.Post("/preempt", s.timed("preempt", s.preempt))
+	})
+	return r
+}
+
+// NewDebugHandler returns what people and Prometheus read: GET /debug/gangs, /debug/nodes,
+// /metrics (with a Registry), /debug/pprof/ (with Profiling), /healthz and /readyz.
+func NewDebugHandler(sched Scheduler, opts Options) http.Handler {
+	s := newServer(sched, opts)
+	r := s.router("GET /debug/gangs, /debug/nodes, /metrics, /healthz and /readyz")
+	if opts.Registry != nil {
 		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
 	}
-	r.Post("/filter", s.timed("filter", s.filter))
-	r.Post("/prioritize", s.timed("prioritize", s.prioritize))
-	r.Post("/bind", s.timed("bind", s.bind))
-	r.Post("/preempt", s.timed("preempt", s.preempt))
 	r.Get("/debug/gangs", s.gangs)
 	r.Get("/debug/nodes", s.nodes)
 	if opts.Profiling {
 		r.Mount("/debug", middleware.Profiler())
 	}
+	return r
+}
+
+func newServer(sched Scheduler, opts Options) *server {
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if opts.Ready == nil {
+		opts.Ready = func() bool { return true }
+	}
+	return &server{sched: sched, opts: opts}
+}
+
+// router is a router with the probes and answers for unknown paths and methods; serves names
+// the routes in the 404's words.
+func (s *server) router(serves string) chi.Router {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; this address serves %s", r.URL.Path, serves))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
+	})
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.opts.Ready() {
@@ -113,6 +149,18 @@ func NewHandler(sched Scheduler, opts Options) http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	return r
+}
+
+// vetCaller answers 403 to a caller Options.Caller refuses, before anything of its request is read.
+func (s *server) vetCaller(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.opts.Caller(r); err != nil {
+			klog.V(2).InfoS("Refused a caller", "remote", r.RemoteAddr, "path", r.URL.Path, "reason", err)
+			writeError(w, http.StatusForbidden, err.Error())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
@@ -254,7 +302,10 @@ func (s *server) decode(w http.ResponseWriter, r *http.Request, into any, what s
 func (s *server) readBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer, what string) ([]byte, int) {
 	buf.Reset()
 	if r.ContentLength > 0 && r.ContentLength <= s.opts.MaxRequestBytes {
-		buf.Grow(int(r.ContentLength))
+		// Sized for what the header promises, up to preSizeLimit: a promise costs the client
+		// nothing, and a dozen connections each declaring the whole limit would otherwise commit
+		// the limit's worth of memory each before a byte arrived. Larger bodies grow as they come.
+		buf.Grow(int(min(r.ContentLength, preSizeLimit)))
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
 	if err != nil {

@@ -123,7 +123,17 @@ func (s *stubScheduler) calls() int {
 // would otherwise swallow it and drop the connection).
 func serve(t *testing.T, sched extender.Scheduler, opts extender.Options) *httptest.Server {
 	t.Helper()
-	h := extender.NewHandler(sched, opts)
+	return serveHandler(t, extender.NewHandler(sched, opts))
+}
+
+// serveDebug is serve for what people read (extender.NewDebugHandler).
+func serveDebug(t *testing.T, sched extender.Scheduler, opts extender.Options) *httptest.Server {
+	t.Helper()
+	return serveHandler(t, extender.NewDebugHandler(sched, opts))
+}
+
+func serveHandler(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
 	var panicked atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -418,11 +428,12 @@ func TestBadRequests(t *testing.T) {
 		{"missing pod in preempt", "POST", "/preempt", extenderv1.ExtenderPreemptionArgs{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}}, 400, "ExtenderPreemptionArgs.Pod is missing"},
 		{"preempt body over the limit", "POST", "/preempt", extenderv1.ExtenderPreemptionArgs{Pod: big}, 413, "4096-byte limit"},
 		{"GET preempt", "GET", "/preempt", nil, 405, "not allowed"},
-		{"unknown path", "POST", "/unreserve", `{}`, 404, "no such path /unreserve; the extender serves POST /filter, /prioritize, /bind, /preempt"},
+		{"unknown path", "POST", "/unreserve", `{}`, 404, "no such path /unreserve; this address serves POST /filter, /prioritize, /bind, /preempt"},
 		{"unknown GET", "GET", "/nothing", nil, 404, "no such path"},
 		{"GET filter", "GET", "/filter", nil, 405, "method GET not allowed on /filter"},
 		{"GET bind", "GET", "/bind", nil, 405, "not allowed"},
-		{"POST debug", "POST", "/debug/gangs", `{}`, 405, "not allowed"},
+		{"debug is not on the scheduler's address", "GET", "/debug/gangs", nil, 404, "no such path /debug/gangs"},
+		{"metrics are not on the scheduler's address", "GET", "/metrics", nil, 404, "no such path /metrics"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -449,18 +460,23 @@ func TestProbesMetricsAndDebug(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	stub := &stubScheduler{status: []gang.GangStatus{{Namespace: "x", Name: "mpi", MinAvailable: 2, Phase: gang.PhaseReserving,
 		Members: []gang.MemberStatus{{Pod: "x/w-0", State: "Reserved", Node: "n-0", Requests: "nvidia.com/gpu=2"}}}}}
-	srv := serve(t, stub, extender.Options{Ready: ready.Load, Registry: reg})
+	opts := extender.Options{Ready: ready.Load, Registry: reg}
+	srv, debug := serve(t, stub, opts), serveDebug(t, stub, opts)
 
-	code, raw := get(t, srv, "/readyz")
-	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Contains(t, decode[map[string]string](t, raw)["error"], "not synced")
+	for _, s := range []*httptest.Server{srv, debug} {
+		code, raw := get(t, s, "/readyz")
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.Contains(t, decode[map[string]string](t, raw)["error"], "not synced")
+	}
 	ready.Store(true)
-	code, _ = get(t, srv, "/readyz")
-	require.Equal(t, http.StatusOK, code)
-	code, _ = get(t, srv, "/healthz")
-	require.Equal(t, http.StatusOK, code)
+	for _, s := range []*httptest.Server{srv, debug} {
+		code, _ := get(t, s, "/readyz")
+		require.Equal(t, http.StatusOK, code)
+		code, _ = get(t, s, "/healthz")
+		require.Equal(t, http.StatusOK, code)
+	}
 
-	code, raw = get(t, srv, "/metrics")
+	code, raw := get(t, debug, "/metrics")
 	require.Equal(t, http.StatusOK, code)
 	require.NotContains(t, string(raw), "lockstep_extender_request_duration_seconds_count{")
 	names := []string{"n-0"}
@@ -468,21 +484,21 @@ func TestProbesMetricsAndDebug(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	code, _ = post(t, srv, "/filter", `nonsense`)
 	require.Equal(t, http.StatusBadRequest, code)
-	code, raw = get(t, srv, "/metrics")
+	code, raw = get(t, debug, "/metrics")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, string(raw), `lockstep_extender_request_duration_seconds_count{code="200",verb="filter"} 1`)
 	require.Contains(t, string(raw), `lockstep_extender_request_duration_seconds_count{code="400",verb="filter"} 1`)
 
-	code, raw = get(t, srv, "/debug/gangs?namespace=x")
+	code, raw = get(t, debug, "/debug/gangs?namespace=x")
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, []string{"x"}, stub.statusNS)
 	require.JSONEq(t, string(mustJSON(t, stub.status)), string(raw))
-	code, _ = get(t, srv, "/debug/gangs")
+	code, _ = get(t, debug, "/debug/gangs")
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, []string{"x", ""}, stub.statusNS)
 
 	// Without a registry there is no /metrics.
-	bare := serve(t, &stubScheduler{}, extender.Options{})
+	bare := serveDebug(t, &stubScheduler{}, extender.Options{})
 	code, _ = get(t, bare, "/metrics")
 	require.Equal(t, http.StatusNotFound, code)
 	code, _ = get(t, bare, "/readyz")
@@ -594,7 +610,7 @@ func roundTrip(srv *httptest.Server, pod *corev1.Pod, names []string) error {
 }
 
 func TestDebugNodes(t *testing.T) {
-	srv := serve(t, &stubScheduler{}, extender.Options{})
+	srv := serveDebug(t, &stubScheduler{}, extender.Options{})
 	code, body := get(t, srv, "/debug/nodes")
 	require.Equal(t, http.StatusOK, code)
 	require.Len(t, decode[[]gang.NodeStatus](t, body), 2)
@@ -606,7 +622,7 @@ func TestDebugNodes(t *testing.T) {
 // The profiler is served only when asked for, and never in the way of /debug/gangs.
 func TestProfiling(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		srv := serve(t, &stubScheduler{}, extender.Options{Profiling: on})
+		srv := serveDebug(t, &stubScheduler{}, extender.Options{Profiling: on})
 		code, _ := get(t, srv, "/debug/pprof/")
 		if on {
 			require.Equal(t, http.StatusOK, code)
@@ -616,6 +632,41 @@ func TestProfiling(t *testing.T) {
 		code, body := get(t, srv, "/debug/gangs")
 		require.Equal(t, http.StatusOK, code, string(body))
 	}
+}
+
+// A caller that Options.Caller refuses gets 403 with its words from every verb, and the manager
+// never hears of the call; the probes stay open to it.
+func TestVerbsVetTheirCaller(t *testing.T) {
+	stub := &stubScheduler{}
+	srv := serve(t, stub, extender.Options{Caller: func(*http.Request) error {
+		return errors.New("client certificate required")
+	}})
+	names := []string{"n-0"}
+	for path, body := range map[string]any{
+		"/filter":     extenderv1.ExtenderArgs{Pod: testPod(), NodeNames: &names},
+		"/prioritize": extenderv1.ExtenderArgs{Pod: testPod(), NodeNames: &names},
+		"/bind":       extenderv1.ExtenderBindingArgs{PodName: "p", PodNamespace: "ns", Node: "n-0"},
+		"/preempt":    extenderv1.ExtenderPreemptionArgs{Pod: testPod()},
+	} {
+		code, raw := post(t, srv, path, body)
+		require.Equal(t, http.StatusForbidden, code, path)
+		require.Equal(t, "client certificate required", decode[map[string]string](t, raw)["error"], path)
+	}
+	require.Zero(t, stub.calls())
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		code, _ := get(t, srv, probe)
+		require.Equal(t, http.StatusOK, code, probe)
+	}
+}
+
+// What people read never answers the scheduler's verbs.
+func TestDebugAddressServesNoVerbs(t *testing.T) {
+	stub := &stubScheduler{}
+	srv := serveDebug(t, stub, extender.Options{})
+	code, raw := post(t, srv, "/bind", extenderv1.ExtenderBindingArgs{PodName: "p", PodNamespace: "ns", Node: "n-0"})
+	require.Equal(t, http.StatusNotFound, code)
+	require.Contains(t, decode[map[string]string](t, raw)["error"], "GET /debug/gangs")
+	require.Zero(t, stub.calls())
 }
 
 // postJSON posts in and decodes a 200 answer into out.

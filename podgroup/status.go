@@ -51,6 +51,9 @@ func (s *Syncer) writeStatuses(ctx context.Context) {
 
 // syncStatus writes one object's status when lockstep's view differs from what it says.
 func (s *Syncer) syncStatus(ctx context.Context, r ref) error {
+	if s.mayWrite != nil && !s.mayWrite() {
+		return nil
+	}
 	s.mu.Lock()
 	w := s.watched[r.api]
 	s.mu.Unlock()

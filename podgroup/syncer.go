@@ -54,6 +54,9 @@ type Syncer struct {
 	// key (Volcano's and kube-batch's PodGroups), so each key holds one object per API.
 	objects map[string]map[schema.GroupVersionResource]*unstructured.Unstructured
 	synced  bool
+	// mayWrite, when set, says whether this replica may write statuses now (package leadership):
+	// a write it refuses is dropped, and Resync catches up when it may again.
+	mayWrite func() bool
 }
 
 type watchedAPI struct {
@@ -75,6 +78,23 @@ func New(client dynamic.Interface, disc discovery.DiscoveryInterface, manager Ma
 		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[ref]()),
 		watched: map[schema.GroupVersionResource]*watchedAPI{},
 		objects: map[string]map[schema.GroupVersionResource]*unstructured.Unstructured{},
+	}
+}
+
+// SetWriteGate makes status writes wait for mayWrite; call before Run.
+func (s *Syncer) SetWriteGate(mayWrite func() bool) { s.mayWrite = mayWrite }
+
+// Resync asks for every watched object's status to be brought up to date: what a standby
+// replica left unwritten, once it leads.
+func (s *Syncer) Resync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for gvr, w := range s.watched {
+		for _, item := range w.informer.GetStore().List() {
+			if obj, ok := item.(*unstructured.Unstructured); ok {
+				s.queue.Add(ref{api: gvr, namespace: obj.GetNamespace(), name: obj.GetName()})
+			}
+		}
 	}
 }
 

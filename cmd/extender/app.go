@@ -20,15 +20,18 @@ import (
 	"github.com/lockstep-sched/lockstep/dialect"
 	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/leadership"
 	"github.com/lockstep-sched/lockstep/podgroup"
+	"github.com/lockstep-sched/lockstep/serving"
 )
 
 // app wires informers, the gang manager and the HTTP handler together.
 type app struct {
-	manager     *gang.Manager
-	handler     http.Handler
-	factory     informers.SharedInformerFactory
-	broadcaster record.EventBroadcaster
+	manager *gang.Manager
+	// handler serves kube-scheduler; debugHandler serves people and Prometheus.
+	handler, debugHandler http.Handler
+	factory               informers.SharedInformerFactory
+	broadcaster           record.EventBroadcaster
 	// events writes lockstep's events; see clients.
 	events kubernetes.Interface
 	ready  atomic.Bool
@@ -36,10 +39,16 @@ type app struct {
 	// and the group objects the apiserver served at start.
 	handlersSynced func() bool
 	groups         *podgroup.Syncer
+	// leader says whether this replica's scheduler leads; only then does lockstep write on its
+	// own initiative (see package leadership).
+	leader *leadership.Follower
 }
 
 func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
-	a := &app{events: c.events, factory: informers.NewSharedInformerFactory(c.main, 0)}
+	a := &app{events: c.events, factory: informers.NewSharedInformerFactory(c.main, 0), leader: leadership.Always()}
+	if opts.leaderLease != "" {
+		a.leader = leadership.New(c.main, opts.leaseNamespace, opts.leaseName, opts.leaderIdentity)
+	}
 	a.broadcaster = record.NewBroadcaster()
 	recorder := a.broadcaster.NewRecorder(schemeForEvents(), corev1.EventSource{Component: "lockstep"})
 	getPod := func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
@@ -63,15 +72,31 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 		OnGangChange:        func(key string) { groups.GangChanged(key) },
 	}, gang.NewAPIBinder(c.bind), getPod, recorder, gang.NewMetrics(reg))
 	groups = podgroup.New(c.groups, c.discovery, a.manager, opts.groupDiscoveryInterval)
+	groups.SetWriteGate(a.leader.Leading)
+	a.leader.OnStartedLeading(groups.Resync)
 	a.groups = groups
-	a.manager.SetConditionWriter(gang.APIConditionWriter{Client: c.events})
+	a.manager.SetConditionWriter(leaderOnly{gang.APIConditionWriter{Client: c.events}, a.leader})
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "lockstep_leading",
+		Help: "1 when the scheduler this lockstep serves holds its leader-election Lease (always, without --leader-election-lease), else 0.",
+	}, func() float64 {
+		if a.leader.Leading() {
+			return 1
+		}
+		return 0
+	}))
 	reg.MustRegister(a.manager.Collector())
-	a.handler = extender.NewHandler(a.manager, extender.Options{
+	handlerOpts := extender.Options{
 		MaxRequestBytes: opts.maxRequestBytes,
 		Ready:           a.ready.Load,
 		Registry:        reg,
 		Profiling:       opts.profiling,
-	})
+	}
+	if opts.clientCAFile != "" {
+		handlerOpts.Caller = serving.VerifiedClient
+	}
+	a.handler = extender.NewHandler(a.manager, handlerOpts)
+	a.debugHandler = extender.NewDebugHandler(a.manager, handlerOpts)
 	synced, err := a.manager.Watch(a.factory)
 	if err != nil {
 		return nil, err
@@ -80,14 +105,29 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	return a, nil
 }
 
+// leaderOnly drops a standby's condition writes. They wake pods the scheduler parked; a standby's
+// scheduler parks none, and the leader's lockstep writes its own.
+type leaderOnly struct {
+	gang.ConditionWriter
+	leader *leadership.Follower
+}
+
+func (l leaderOnly) SetCondition(ctx context.Context, namespace, name string, cond corev1.PodCondition) error {
+	if !l.leader.Leading() {
+		return nil
+	}
+	return l.ConditionWriter.SetCondition(ctx, namespace, name, cond)
+}
+
 func (a *app) start(ctx context.Context) {
 	a.broadcaster.StartStructuredLogging(3)
 	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.events.CoreV1().Events("")})
 	defer a.broadcaster.Shutdown()
 	a.factory.Start(ctx.Done())
+	leaseSynced := a.leader.Run(ctx)
 	go a.groups.Run(ctx)
 	start := time.Now()
-	if !cache.WaitForCacheSync(ctx.Done(), a.handlersSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), a.handlersSynced, leaseSynced) {
 		klog.InfoS("Informers did not sync before shutdown")
 		return
 	}

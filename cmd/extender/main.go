@@ -4,10 +4,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/serving"
 )
 
 func main() {
@@ -57,29 +57,56 @@ func run(ctx context.Context, opts options) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Addr:              opts.listen,
-		Handler:           app.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		// A held bind answers within bind-wait; anything slower than the scheduler's own timeout
-		// is talking to nobody.
-		WriteTimeout: opts.httpTimeout + 5*time.Second,
-	}
-	errc := make(chan error, 1)
-	go func() {
-		klog.InfoS("lockstep listening", "address", opts.listen, "bindWait", opts.bindWait, "schedulerHTTPTimeout", opts.httpTimeout, "defaultWaitingTime", opts.defaultWaitingTime)
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("serving on %s: %w", opts.listen, err)
-		}
-	}()
-	go app.start(ctx)
-
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
+	servers, err := opts.servers(app)
+	if err != nil {
 		return err
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), opts.bindWait+time.Second)
+	// Either server failing stops everything: a lockstep the scheduler cannot reach, or one
+	// nobody can look into, should restart rather than limp on.
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	go app.start(ctx)
+	errc := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() {
+			errc <- s.Run(ctx, opts.bindWait+time.Second)
+			cancel()
+		}()
+	}
+	var first error
+	for range servers {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// servers are the listeners: kube-scheduler's verbs on --listen, what people read on
+// --debug-listen.
+func (o *options) servers(a *app) ([]*serving.Server, error) {
+	verbs, err := serving.New(serving.Config{
+		Name: "extender verbs", Addr: o.listen, Handler: a.handler,
+		CertFile: o.tlsCertFile, KeyFile: o.tlsKeyFile, ClientCAFile: o.clientCAFile,
+		// A request still arriving when the scheduler gives up on it is talking to nobody; and a
+		// held bind answers within bind-wait, so the same bound serves the answer.
+		ReadTimeout:  o.httpTimeout,
+		WriteTimeout: o.httpTimeout + 5*time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := []*serving.Server{verbs}
+	if o.debugListen == "" {
+		return out, nil
+	}
+	debug, err := serving.New(serving.Config{
+		Name: "debug", Addr: o.debugListen, Handler: a.debugHandler,
+		// A CPU profile streams for 30s by default.
+		ReadTimeout: 30 * time.Second, WriteTimeout: 2 * time.Minute,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(out, debug), nil
 }

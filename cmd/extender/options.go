@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -12,12 +13,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/fabric"
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/serving"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -40,13 +43,21 @@ const (
 const defaultSchedulerHTTPTimeout = 5 * time.Second
 
 type options struct {
-	kubeconfig         string
-	listen             string
-	bindWait           time.Duration
-	httpTimeout        time.Duration
-	schedulerConfig    string
-	defaultWaitingTime time.Duration
-	commitTimeout      time.Duration
+	kubeconfig   string
+	listen       string
+	debugListen  string
+	tlsCertFile  string
+	tlsKeyFile   string
+	clientCAFile string
+	// leaderLease is --leader-election-lease, namespace/name; leaseNamespace and leaseName are
+	// it split by validate.
+	leaderLease, leaseNamespace, leaseName string
+	leaderIdentity                         string
+	bindWait                               time.Duration
+	httpTimeout                            time.Duration
+	schedulerConfig                        string
+	defaultWaitingTime                     time.Duration
+	commitTimeout                          time.Duration
 	// groupDiscoveryInterval: see the flag.
 	groupDiscoveryInterval time.Duration
 	maxRequestBytes        int64
@@ -68,7 +79,8 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		listen:             ":8888",
+		listen:             "127.0.0.1:8888",
+		debugListen:        "127.0.0.1:8889",
 		bindWait:           gang.DefaultBindWait,
 		httpTimeout:        defaultSchedulerHTTPTimeout,
 		defaultWaitingTime: gang.DefaultWaitingTime,
@@ -99,7 +111,13 @@ func newFlagSet(o *options) *flag.FlagSet {
 
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "kubeconfig file; empty means the in-cluster service account")
-	fs.StringVar(&o.listen, "listen", o.listen, "HOST:PORT to serve the extender verbs, /debug/gangs, /debug/nodes, /healthz, /readyz and /metrics on")
+	fs.StringVar(&o.listen, "listen", o.listen, "HOST:PORT to serve kube-scheduler's calls (POST /filter, /prioritize, /bind, /preempt) and the probes (/healthz, /readyz) on; an address other than loopback needs --tls-cert-file, --tls-private-key-file and --client-ca-file, so that only the scheduler can bind pods")
+	fs.StringVar(&o.debugListen, "debug-listen", o.debugListen, "HOST:PORT to serve what people and Prometheus read on (/debug/gangs, /debug/nodes, /metrics, /debug/pprof/ with --profiling), plain HTTP without authentication: keep it on loopback (kubectl port-forward reaches it) unless a NetworkPolicy or proxy guards it; empty turns it off")
+	fs.StringVar(&o.leaderLease, "leader-election-lease", o.leaderLease, "NAMESPACE/NAME of the Lease the scheduler lockstep serves elects its leader with (leaderElection.resourceNamespace/resourceName in its configuration): with several scheduler replicas, only the leader's lockstep writes PodGroup statuses and pod conditions. Empty: the scheduler runs alone and lockstep always writes")
+	fs.StringVar(&o.leaderIdentity, "leader-identity", o.leaderIdentity, "the hostname the scheduler's leader identity (<hostname>_<uuid>) starts with; default this host's name, which the containers of one pod share")
+	fs.StringVar(&o.tlsCertFile, "tls-cert-file", o.tlsCertFile, "PEM certificate (chain) to serve --listen over HTTPS with; re-read when the file changes")
+	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", o.tlsKeyFile, "PEM private key of --tls-cert-file; re-read when the file changes")
+	fs.StringVar(&o.clientCAFile, "client-ca-file", o.clientCAFile, "PEM CA bundle: the verbs answer only clients presenting a certificate it signed (403 otherwise; /healthz and /readyz stay open); re-read when the file changes")
 	fs.DurationVar(&o.bindWait, "bind-wait", o.bindWait, "how long a gang member's bind call is held waiting for quorum before it answers with an error (the pod keeps its reservation and lockstep binds it when the quorum arrives); must be at least 1s below the scheduler's httpTimeout")
 	fs.DurationVar(&o.httpTimeout, "scheduler-http-timeout", o.httpTimeout, "the httpTimeout of lockstep's stanza in the scheduler configuration (kube-scheduler uses 5s when unset); ignored when --scheduler-config is given")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", o.schedulerConfig, "KubeSchedulerConfiguration file the scheduler runs with; lockstep reads its extender httpTimeout from it")
@@ -118,7 +136,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.eventsBurst, "events-burst", o.eventsBurst, "burst of event and pod-condition writes")
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage collection target (GOGC); a collection slows the calls it overlaps, and collecting less often than Go's default of 100 keeps them rare. The GOGC environment variable wins when set")
 	fs.Int64Var(&o.memoryLimit, "memory-limit", o.memoryLimit, "soft memory limit in bytes (GOMEMLIMIT): near it the collector runs more often, which bounds memory despite --gc-percent; 0 for none. The GOMEMLIMIT environment variable wins when set")
-	fs.BoolVar(&o.profiling, "profiling", o.profiling, "serve Go's profiler under /debug/pprof/ on the --listen address")
+	fs.BoolVar(&o.profiling, "profiling", o.profiling, "serve Go's profiler under /debug/pprof/ on the --debug-listen address")
 }
 
 // tuneGC applies --gc-percent and --memory-limit unless the standard environment variables
@@ -170,6 +188,50 @@ func (o *options) validate() error {
 	}
 	if o.maxRequestBytes <= 0 {
 		return fmt.Errorf("--max-request-bytes must be positive, got %d", o.maxRequestBytes)
+	}
+	if err := o.validateLease(); err != nil {
+		return err
+	}
+	return o.validateListen()
+}
+
+func (o *options) validateLease() error {
+	if o.leaderLease == "" {
+		return nil
+	}
+	ns, name, ok := strings.Cut(o.leaderLease, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("--leader-election-lease=%s: want NAMESPACE/NAME, e.g. lockstep-system/lockstep-scheduler", o.leaderLease)
+	}
+	o.leaseNamespace, o.leaseName = ns, name
+	if o.leaderIdentity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--leader-identity not given and the hostname is unreadable: %w", err)
+		}
+		o.leaderIdentity = host
+	}
+	return nil
+}
+
+// validateListen refuses to open /bind to the network without client certificates: whoever
+// reaches it binds any pod anywhere with lockstep's credentials.
+func (o *options) validateListen() error {
+	loopback, err := serving.IsLoopback(o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen=%s: %w", o.listen, err)
+	}
+	if !loopback && (o.clientCAFile == "" || o.tlsCertFile == "") {
+		return fmt.Errorf("--listen=%s is reachable from the network, and the verbs there bind pods: give --tls-cert-file, --tls-private-key-file and --client-ca-file so that only the scheduler's certificate is answered, or listen on 127.0.0.1", o.listen)
+	}
+	if o.debugListen == "" {
+		return nil
+	}
+	if loopback, err = serving.IsLoopback(o.debugListen); err != nil {
+		return fmt.Errorf("--debug-listen=%s: %w", o.debugListen, err)
+	}
+	if !loopback {
+		klog.InfoS("WARNING: --debug-listen is reachable from the network and serves /debug/gangs (pods of every namespace) and /metrics without authentication; guard it with a NetworkPolicy or a proxy", "address", o.debugListen)
 	}
 	return nil
 }

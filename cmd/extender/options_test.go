@@ -47,6 +47,18 @@ func TestValidateBindWaitAgainstSchedulerTimeout(t *testing.T) {
 		{name: "non-positive bind rate", mutate: func(o *options) { o.bindQPS = 0 }, wantErr: "--bind-qps and --bind-burst must be positive, got 0 and 1000"},
 		{name: "non-positive events burst", mutate: func(o *options) { o.eventsBurst = 0 }, wantErr: "--events-qps and --events-burst must be positive"},
 		{name: "non-positive body limit", mutate: func(o *options) { o.maxRequestBytes = -1 }, wantErr: "--max-request-bytes must be positive"},
+		{name: "verbs on every interface without client certificates", mutate: func(o *options) { o.listen = ":8888" }, wantErr: "--listen=:8888 is reachable from the network"},
+		{name: "verbs on the network with TLS but no client CA", mutate: func(o *options) {
+			o.listen, o.tlsCertFile, o.tlsKeyFile = "0.0.0.0:8443", "tls.crt", "tls.key"
+		}, wantErr: "--client-ca-file"},
+		{name: "verbs on the network over mutual TLS", mutate: func(o *options) {
+			o.listen, o.tlsCertFile, o.tlsKeyFile, o.clientCAFile = "0.0.0.0:8443", "tls.crt", "tls.key", "ca.crt"
+		}, wantTimeout: 5 * time.Second},
+		{name: "unparsable listen address", mutate: func(o *options) { o.listen = "8888" }, wantErr: "--listen=8888"},
+		{name: "debug on the network is allowed, with a warning", mutate: func(o *options) { o.debugListen = "0.0.0.0:8889" }, wantTimeout: 5 * time.Second},
+		{name: "lease without a namespace", mutate: func(o *options) { o.leaderLease = "lockstep-scheduler" }, wantErr: "want NAMESPACE/NAME"},
+		{name: "lease", mutate: func(o *options) { o.leaderLease = "lockstep-system/lockstep-scheduler" }, wantTimeout: 5 * time.Second},
+		{name: "debug turned off", mutate: func(o *options) { o.debugListen = "" }, wantTimeout: 5 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

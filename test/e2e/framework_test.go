@@ -187,7 +187,7 @@ func (s *scenario) waitsFor(name, why string) bool {
 }
 
 func (s *scenario) rawGangs() string {
-	resp, err := http.Get(env.lockstep.URL + "/debug/gangs?namespace=" + s.ns)
+	resp, err := http.Get(env.lockstep.DebugURL + "/debug/gangs?namespace=" + s.ns)
 	if err != nil {
 		return "[]"
 	}

@@ -79,7 +79,7 @@ func (l *deletionLog) assertNoneFor(t *testing.T, ctx context.Context, window ti
 // preemptAnswers is how many preempt calls lockstep has answered with 200, from its /metrics.
 func preemptAnswers(t *testing.T) int {
 	t.Helper()
-	resp, err := http.Get(env.lockstep.URL + "/metrics")
+	resp, err := http.Get(env.lockstep.DebugURL + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	const series = `lockstep_extender_request_duration_seconds_count{code="200",verb="preempt"} `

@@ -102,7 +102,7 @@ func TestInvalidTopologyAnnotationIsReported(t *testing.T) {
 	node := s.nodes[0]
 	var problem gang.NodeStatus
 	s.eventually(30*time.Second, "/debug/nodes to report the node", func() bool {
-		resp, err := http.Get(env.lockstep.URL + "/debug/nodes?problems=true")
+		resp, err := http.Get(env.lockstep.DebugURL + "/debug/nodes?problems=true")
 		if err != nil {
 			return false
 		}

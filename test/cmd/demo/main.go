@@ -81,8 +81,8 @@ func run(ctx context.Context, keep bool) error {
 		return err
 	}
 
-	step("curl " + env.Lockstep.URL + "/debug/gangs")
-	raw, err := get(env.Lockstep.URL + "/debug/gangs?namespace=" + namespace)
+	step("curl " + env.Lockstep.DebugURL + "/debug/gangs")
+	raw, err := get(env.Lockstep.DebugURL + "/debug/gangs?namespace=" + namespace)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func run(ctx context.Context, keep bool) error {
 	if keep {
 		step("Still running (Ctrl-C to stop)")
 		fmt.Printf("  curl %s/debug/gangs\n  kubectl --kubeconfig %s get pods -o wide\n",
-			env.Lockstep.URL, env.Cluster.AdminKubeconfig)
+			env.Lockstep.DebugURL, env.Cluster.AdminKubeconfig)
 		<-ctx.Done()
 	}
 	return nil
@@ -139,7 +139,7 @@ func printPods(ctx context.Context, env *harness.Env) error {
 }
 
 func gangs(env *harness.Env) map[string]gang.GangStatus {
-	raw, err := get(env.Lockstep.URL + "/debug/gangs?namespace=" + namespace)
+	raw, err := get(env.Lockstep.DebugURL + "/debug/gangs?namespace=" + namespace)
 	out := map[string]gang.GangStatus{}
 	if err != nil {
 		return out

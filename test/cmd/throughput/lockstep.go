@@ -16,12 +16,16 @@ func startLockstep(ctx context.Context, c *cluster.Cluster, bin, schedulerConfig
 	if err != nil {
 		return nil, err
 	}
+	debugPort, err := cluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
 	args := []string{"--kubeconfig", c.AdminKubeconfig, "--scheduler-config", schedulerConfig, "--bind-wait=8s"}
 	if profiling {
 		args = append(args, "--profiling")
 	}
 	args = append(args, extra...)
-	ls := harness.NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port, args...)
+	ls := harness.NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port, debugPort, args...)
 	if err := ls.Start(ctx); err != nil {
 		return nil, err
 	}

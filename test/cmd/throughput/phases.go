@@ -213,7 +213,7 @@ func partialTime(sorted []time.Time, need int, end time.Time) time.Duration {
 func (b *bench) profileURLs(ls *harness.Lockstep) map[string]string {
 	urls := map[string]string{"scheduler": b.c.SchedulerURL()}
 	if ls != nil {
-		urls["lockstep"] = ls.URL
+		urls["lockstep"] = ls.DebugURL
 	}
 	return urls
 }

@@ -211,7 +211,7 @@ func measure(subjects []*subject, size, calls, binds int, names []string) error 
 	pending := pendingPods(size, binds*len(subjects))
 	var profiled <-chan error
 	if cpuProfile != "" && size == 5000 {
-		profiled = profile(subjects[0].ls.URL, cpuProfile, time.Duration(2*calls*len(subjects))*time.Millisecond)
+		profiled = profile(subjects[0].ls.DebugURL, cpuProfile, time.Duration(2*calls*len(subjects))*time.Millisecond)
 	}
 	for _, verb := range []string{"filter", "prioritize", "bind"} {
 		if verb == "bind" && profiled != nil {

@@ -59,11 +59,15 @@ func (s *subject) start(ctx context.Context, c *cluster.Cluster, index int, extr
 	if err != nil {
 		return err
 	}
+	debugPort, err := cluster.FreePort()
+	if err != nil {
+		return err
+	}
 	args := append([]string{"--kubeconfig", c.AdminKubeconfig, "--kube-api-qps", "1000", "--kube-api-burst", "2000"}, extra...)
 	if cpuProfile != "" && index == 0 {
 		args = append(args, "--profiling")
 	}
-	s.ls = harness.NewLockstep(s.bin, filepath.Join(c.WorkDir, fmt.Sprintf("lockstep-%d.log", index)), port, args...)
+	s.ls = harness.NewLockstep(s.bin, filepath.Join(c.WorkDir, fmt.Sprintf("lockstep-%d.log", index)), port, debugPort, args...)
 	return s.ls.Start(ctx)
 }
 

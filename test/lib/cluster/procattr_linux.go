@@ -7,3 +7,10 @@ import "syscall"
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
+
+// newUTSNamespace is sysProcAttr with a hostname of the process's own.
+func newUTSNamespace() (*syscall.SysProcAttr, error) {
+	attr := sysProcAttr()
+	attr.Cloneflags = syscall.CLONE_NEWUTS
+	return attr, nil
+}

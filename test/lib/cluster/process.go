@@ -25,6 +25,10 @@ type process struct {
 }
 
 func startProcess(name, binary string, args []string, workDir string) (*process, error) {
+	return startProcessWith(name, binary, args, workDir, sysProcAttr())
+}
+
+func startProcessWith(name, binary string, args []string, workDir string, attr *syscall.SysProcAttr) (*process, error) {
 	logPath := filepath.Join(workDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -35,7 +39,7 @@ func startProcess(name, binary string, args []string, workDir string) (*process,
 	cmd.Dir = workDir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("cluster: starting %s: %w", name, err)

@@ -96,6 +96,10 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	debugPort, err := cluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
 	args := append([]string{
 		"--kubeconfig", kubeconfig,
 		"--scheduler-config", filepath.Join(root, SchedulerConfig),
@@ -103,7 +107,7 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 		// Tests install PodGroup CRDs while lockstep runs; look for them often.
 		"--group-discovery-interval", "1s",
 		"-v", "2"}, opts.LockstepArgs...)
-	e.Lockstep = NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port, args...)
+	e.Lockstep = NewLockstep(bin, filepath.Join(c.WorkDir, "lockstep.log"), port, debugPort, args...)
 	if err := e.Lockstep.Start(ctx); err != nil {
 		return nil, err
 	}

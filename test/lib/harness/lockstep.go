@@ -40,24 +40,30 @@ type Lockstep struct {
 	Binary  string
 	Args    []string
 	LogPath string
-	// URL is http://127.0.0.1:<port>, where the scheduler and tests reach it.
+	// URL is http://127.0.0.1:<port>, where the scheduler calls the verbs.
 	URL string
-	cmd *exec.Cmd
-	log *os.File
+	// DebugURL is http://127.0.0.1:<port> of --debug-listen: /debug/gangs, /metrics, the
+	// profiler.
+	DebugURL string
+	cmd      *exec.Cmd
+	log      *os.File
 }
 
-// NewLockstep prepares a lockstep listening on 127.0.0.1:port; extra flags follow --listen.
-func NewLockstep(binary, logPath string, port int, extra ...string) *Lockstep {
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+// NewLockstep prepares a lockstep serving the verbs on 127.0.0.1:port and what people read on
+// 127.0.0.1:debugPort; extra flags follow (a later --listen wins).
+func NewLockstep(binary, logPath string, port, debugPort int, extra ...string) *Lockstep {
+	addr, debug := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", debugPort)
 	return &Lockstep{
-		Binary:  binary,
-		Args:    append([]string{"--listen", addr}, extra...),
-		LogPath: logPath,
-		URL:     "http://" + addr,
+		Binary:   binary,
+		Args:     append([]string{"--listen", addr, "--debug-listen", debug}, extra...),
+		LogPath:  logPath,
+		URL:      "http://" + addr,
+		DebugURL: "http://" + debug,
 	}
 }
 
-// Start runs the process and waits until /readyz answers 200 (its informers synced).
+// Start runs the process and waits until /readyz answers 200 (its informers synced) on the debug
+// address, which is plain HTTP whatever the verbs' address serves.
 func (l *Lockstep) Start(ctx context.Context) error {
 	if l.cmd != nil {
 		return fmt.Errorf("lockstep is already running (pid %d)", l.cmd.Process.Pid)
@@ -82,7 +88,7 @@ func (l *Lockstep) Start(ctx context.Context) error {
 			return false, fmt.Errorf("lockstep exited during start-up: %s", l.Tail(4096))
 		default:
 		}
-		resp, err := http.Get(l.URL + "/readyz")
+		resp, err := http.Get(l.DebugURL + "/readyz")
 		if err != nil {
 			return false, nil
 		}
@@ -143,7 +149,7 @@ type BindCounts struct{ Committed, Failed int }
 
 // BindCounts reads lockstep's bind counters from its /metrics.
 func (l *Lockstep) BindCounts(ctx context.Context) (BindCounts, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.URL+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.DebugURL+"/metrics", nil)
 	if err != nil {
 		return BindCounts{}, err
 	}

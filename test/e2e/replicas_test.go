@@ -1,0 +1,315 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/test/lib/cluster"
+	"github.com/lockstep-sched/lockstep/test/lib/harness"
+	"github.com/lockstep-sched/lockstep/test/lib/testcerts"
+)
+
+// The Deployment's shape, on loopback: kube-scheduler replicas started from the shipped
+// lockstep-profile.yaml, each calling a lockstep of its own over mutual TLS, the way the
+// lockstep-scheduler pod runs them. The suite's own scheduler has no profile for these tests'
+// schedulerName, so only these replicas place their pods.
+
+// profileConfig is the shipped configuration of the Deployment's scheduler.
+const profileConfig = "deploy/scheduler-config/lockstep-profile.yaml"
+
+// tlsFiles are the certificates of one test: lockstep's serving pair, the scheduler's client
+// pair, and the CA that signed both.
+type tlsFiles struct {
+	ca                            *testcerts.CA
+	caFile, serverCert, serverKey string
+	clientCert, clientKey         string
+	client                        testcerts.Pair
+}
+
+func newTLSFiles(t *testing.T) tlsFiles {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := testcerts.NewCA("lockstep-e2e-ca")
+	require.NoError(t, err)
+	server, err := ca.Server("lockstep")
+	require.NoError(t, err)
+	client, err := ca.Client("kube-scheduler")
+	require.NoError(t, err)
+	f := tlsFiles{ca: ca, client: client}
+	f.caFile, err = ca.WriteCert(dir, "ca")
+	require.NoError(t, err)
+	f.serverCert, f.serverKey, err = server.Write(dir, "tls")
+	require.NoError(t, err)
+	f.clientCert, f.clientKey, err = client.Write(dir, "client")
+	require.NoError(t, err)
+	return f
+}
+
+// replica is one scheduler and its lockstep, as one pod of the Deployment would run them.
+type replica struct {
+	host     string
+	lockstep *harness.Lockstep
+	verbs    string // https://127.0.0.1:<port>
+	sched    *cluster.Replica
+}
+
+// kill ends both at once, as a node failure would.
+func (r *replica) kill() {
+	r.sched.Kill()
+	r.lockstep.Kill()
+}
+
+// lease, when not empty, is the Lease in the scenario's namespace the replicas elect a leader with.
+func (s *scenario) startReplica(certs tlsFiles, host, schedulerName, lease string) *replica {
+	s.t.Helper()
+	port, err := cluster.FreePort()
+	require.NoError(s.t, err)
+	debugPort, err := cluster.FreePort()
+	require.NoError(s.t, err)
+	r := &replica{host: host, verbs: "https://127.0.0.1:" + strconv.Itoa(port)}
+	args := []string{
+		"--kubeconfig", env.cluster.AdminKubeconfig,
+		"--tls-cert-file", certs.serverCert, "--tls-private-key-file", certs.serverKey, "--client-ca-file", certs.caFile,
+		"--scheduler-http-timeout", "10s", "--bind-wait", "8s", "-v", "2",
+	}
+	if lease != "" {
+		args = append(args, "--leader-election-lease", s.ns+"/"+lease, "--leader-identity", host)
+	}
+	r.lockstep = harness.NewLockstep(env.lockstep.Binary, filepath.Join(s.t.TempDir(), host+".log"), port, debugPort, args...)
+	require.NoError(s.t, r.lockstep.Start(s.ctx))
+	config := s.replicaConfig(certs, r.verbs, schedulerName, lease)
+	r.sched, err = env.cluster.StartReplica(s.ctx, cluster.ReplicaOptions{Name: s.ns + "-" + host, Config: config, Hostname: host})
+	require.NoError(s.t, err)
+	s.t.Cleanup(func() {
+		if s.t.Failed() {
+			s.t.Logf("%s's lockstep log tail:\n%s\n%s's scheduler log tail:\n%s", host, r.lockstep.Tail(4000), host, r.sched.LogTail(30))
+		}
+		r.sched.Stop()
+		r.lockstep.Kill()
+	})
+	return r
+}
+
+// replicaConfig is the shipped lockstep-profile.yaml with what differs on loopback: the
+// kubeconfig, one profile of the test's own name, the extender's port and certificate files,
+// and a short leader election (or none).
+func (s *scenario) replicaConfig(certs tlsFiles, verbs, schedulerName, lease string) []byte {
+	s.t.Helper()
+	raw, err := os.ReadFile(filepath.Join(env.root, profileConfig))
+	require.NoError(s.t, err)
+	var doc map[string]any
+	require.NoError(s.t, yaml.Unmarshal(raw, &doc))
+	doc["clientConnection"] = map[string]any{"kubeconfig": env.cluster.AdminKubeconfig}
+	doc["profiles"] = []any{map[string]any{"schedulerName": schedulerName}}
+	election := map[string]any{"leaderElect": false}
+	if lease != "" {
+		// Seconds rather than the default 15s, so that the hand-over shows within a test.
+		election = map[string]any{"leaderElect": true, "resourceNamespace": s.ns, "resourceName": lease,
+			"leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "500ms"}
+	}
+	doc["leaderElection"] = election
+	extenders := doc["extenders"].([]any)
+	require.Len(s.t, extenders, 1)
+	e := extenders[0].(map[string]any)
+	shipped, err := url.Parse(e["urlPrefix"].(string))
+	require.NoError(s.t, err)
+	require.Equal(s.t, "https", shipped.Scheme, "the Deployment's scheduler calls lockstep over TLS")
+	require.Equal(s.t, true, e["enableHTTPS"])
+	tlsConfig := e["tlsConfig"].(map[string]any)
+	for _, k := range []string{"certFile", "keyFile", "caFile"} {
+		require.NotEmpty(s.t, tlsConfig[k], "the shipped tlsConfig names %s", k)
+	}
+	e["urlPrefix"] = verbs
+	e["tlsConfig"] = map[string]any{"certFile": certs.clientCert, "keyFile": certs.clientKey, "caFile": certs.caFile}
+	out, err := yaml.Marshal(doc)
+	require.NoError(s.t, err)
+	return out
+}
+
+// gangsAt reads one lockstep's /debug/gangs for the scenario's namespace.
+func (s *scenario) gangsAt(ls *harness.Lockstep) map[string]gang.GangStatus {
+	out := map[string]gang.GangStatus{}
+	resp, err := http.Get(ls.DebugURL + "/debug/gangs?namespace=" + s.ns)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	var list []gang.GangStatus
+	if json.NewDecoder(resp.Body).Decode(&list) == nil {
+		for _, g := range list {
+			out[g.Name] = g
+		}
+	}
+	return out
+}
+
+// The real kube-scheduler calls lockstep over mutual TLS with the shipped configuration and
+// places a gang through it; a client without the CA's certificate is refused the verbs, while
+// the probes stay open.
+func TestSchedulerCallsLockstepOverMutualTLS(t *testing.T) {
+	s := newScenario(t, 2, 4)
+	certs := newTLSFiles(t)
+	schedulerName := "lockstep-" + s.ns
+	r := s.startReplica(certs, "tls", schedulerName, "")
+	for i := range 4 {
+		p := podSpec{name: fmt.Sprintf("ring-%d", i), gpus: 2, gang: "ring", minAvailable: 4}.pod()
+		p.Spec.SchedulerName = schedulerName
+		s.create(p)
+	}
+	s.eventually(60*time.Second, "the gang bound through the scheduler over mutual TLS", func() bool { return s.boundIn("ring-") == 4 })
+	s.binds.assertNeverPartial(t, "ring", 4)
+
+	post := func(hc *http.Client, path string) (int, string, error) {
+		resp, err := hc.Post(r.verbs+path, "application/json", strings.NewReader(`{"podName":"ring-0","podNamespace":"`+s.ns+`","node":"`+s.nodes[0]+`"}`))
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), nil
+	}
+	client := func(cert *testcerts.Pair) *http.Client {
+		cfg := &tls.Config{RootCAs: certs.ca.Pool(), MinVersion: tls.VersionTLS12}
+		if cert != nil {
+			c, err := cert.TLS()
+			require.NoError(t, err)
+			cfg.Certificates = []tls.Certificate{c}
+		}
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	}
+
+	code, body, err := post(client(nil), "/bind")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Contains(t, body, "client certificate required")
+
+	stranger, err := testcerts.NewCA("someone-else")
+	require.NoError(t, err)
+	strangerPair, err := stranger.Client("kube-scheduler")
+	require.NoError(t, err)
+	code, body, err = post(client(&strangerPair), "/bind")
+	require.True(t, err != nil || code == http.StatusForbidden, "a certificate another CA signed is refused: %d %s %v", code, body, err)
+
+	plain := &http.Client{Timeout: 5 * time.Second}
+	resp, err := plain.Post("http://"+strings.TrimPrefix(r.verbs, "https://")+"/bind", "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "plain HTTP to the TLS port is refused")
+
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		resp, err := client(nil).Get(r.verbs + probe)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s answers without a client certificate", probe)
+	}
+	// What was refused changed nothing: the gang is bound as it was.
+	require.Equal(t, 4, s.boundIn("ring-"))
+}
+
+// leaseHolder is the holder identity of the scenario's Lease, "" before there is one.
+func (s *scenario) leaseHolder(name string) string {
+	l, err := env.client.CoordinationV1().Leases(s.ns).Get(s.ctx, name, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// leading reads lockstep_leading from a lockstep's /metrics.
+func leading(ls *harness.Lockstep) string {
+	resp, err := http.Get(ls.DebugURL + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "lockstep_leading "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Two schedulers elect a leader, each with its lockstep. The leader is killed (scheduler and
+// lockstep, kill -9) while a gang is half reserved: two members are held at bind in the leader's
+// lockstep, two cannot be placed yet. The standby takes over and the gang binds whole under it;
+// at no moment is any of it bound partially.
+func TestLeaderKilledMidGangHandsOverWithoutPartialGang(t *testing.T) {
+	s := newScenario(t, 2, 4)
+	certs := newTLSFiles(t)
+	schedulerName, lease := "lockstep-"+s.ns, "lockstep-scheduler"
+	replicas := map[string]*replica{}
+	for _, host := range []string{"replica-a", "replica-b"} {
+		replicas[host] = s.startReplica(certs, host, schedulerName, lease)
+	}
+	var leader, standby *replica
+	s.eventually(30*time.Second, "a leader elected", func() bool {
+		host, _, _ := strings.Cut(s.leaseHolder(lease), "_")
+		leader = replicas[host]
+		return leader != nil
+	})
+	for _, r := range replicas {
+		if r != leader {
+			standby = r
+		}
+	}
+	s.eventually(10*time.Second, "each lockstep to know whether its scheduler leads", func() bool {
+		return leading(leader.lockstep) == "1" && leading(standby.lockstep) == "0"
+	})
+
+	ready := map[string]string{"lockstep.e2e/ha": "ready"}
+	for i := range 4 {
+		ps := podSpec{name: fmt.Sprintf("ring-%d", i), gpus: 2, gang: "ring", minAvailable: 4}
+		if i >= 2 {
+			ps.nodeSelector = ready // no node has it yet: these two never reach lockstep
+		}
+		p := ps.pod()
+		p.Spec.SchedulerName = schedulerName
+		s.create(p)
+	}
+	s.eventually(60*time.Second, "two members held at bind in the leader's lockstep", func() bool {
+		waiting := 0
+		for _, m := range s.gangsAt(leader.lockstep)["ring"].Members {
+			if m.State == "WaitingForQuorum" {
+				waiting++
+			}
+		}
+		return waiting == 2
+	})
+	require.Zero(t, s.boundIn("ring-"))
+
+	killed := time.Now()
+	leader.kill()
+	for _, node := range s.nodes {
+		patch := `{"metadata":{"labels":{"lockstep.e2e/ha":"ready"}}}`
+		_, err := env.client.CoreV1().Nodes().Patch(s.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
+	s.eventually(30*time.Second, "the standby's scheduler to take the Lease", func() bool {
+		return strings.HasPrefix(s.leaseHolder(lease), standby.host+"_")
+	})
+	handOver := time.Since(killed)
+	s.eventually(60*time.Second, "the gang bound whole under the new leader", func() bool { return s.boundIn("ring-") == 4 })
+	bound := time.Since(killed)
+	s.binds.assertNeverPartial(t, "ring", 4)
+	require.Equal(t, "1", leading(standby.lockstep), "the new leader's lockstep knows it leads")
+	t.Logf("hand-over: the standby held the Lease %s after the kill (leaseDuration 4s), the gang was bound %s after it",
+		handOver.Round(10*time.Millisecond), bound.Round(10*time.Millisecond))
+}
