@@ -1,6 +1,6 @@
 # lockstep: a kube-scheduler extender for all-or-nothing gang scheduling.
 #   make demo   a local control plane, simulated GPU nodes, the seed scenario, /debug/gangs
-#   make test   unit tests with -race, then the end-to-end suite against real components
+#   make test   vet, unit tests with -race, bounded fuzzing, then the end-to-end suite against real components
 #   make bench  verb latency, allocations and memory, then throughput through the real scheduler
 GO ?= go
 

@@ -294,6 +294,10 @@ func TestLeaderKilledMidGangHandsOverWithoutPartialGang(t *testing.T) {
 		return waiting == 2
 	})
 	require.Zero(t, s.boundIn("ring-"))
+	s.eventually(10*time.Second, "the standby's lockstep to know the gang's members (its informers are warm)", func() bool {
+		g := s.gangsAt(standby.lockstep)["ring"]
+		return len(g.Members) == 4 && g.Phase == gang.PhaseWaiting
+	})
 
 	killed := time.Now()
 	leader.kill()
