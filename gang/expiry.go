@@ -53,7 +53,8 @@ const strandedAfter = 10 * time.Second
 const strandedChecks = 4
 
 // wakeStrandedLocked wakes the first gang in line whose quorum fits free capacity now, though no
-// member of it has been to filter for strandedAfter. It looks once per strandedAfter.
+// member of it has been to filter for strandedAfter. It looks once per strandedAfter, and wakes a
+// gang once per refusal.
 func (m *Manager) wakeStrandedLocked(fx *effects) {
 	now := m.now()
 	if now.Sub(m.strandedLook) < strandedAfter {
@@ -63,7 +64,10 @@ func (m *Manager) wakeStrandedLocked(fx *effects) {
 	checked := 0
 	for _, w := range m.lineLocked() {
 		g := w.g
-		if !w.waiting || g.turnedAway.IsZero() || now.Sub(g.turnedAway) < strandedAfter || now.Sub(g.woken) < strandedAfter {
+		// Once per refusal: a gang woken since it was last turned away either came back (and was
+		// turned away again, or reserved) or the scheduler's own filters keep it from lockstep,
+		// and waking it again would only hold up the gangs behind it.
+		if !w.waiting || g.turnedAway.IsZero() || now.Sub(g.turnedAway) < strandedAfter || g.woken.After(g.turnedAway) {
 			continue
 		}
 		if checked++; checked > strandedChecks {
