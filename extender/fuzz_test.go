@@ -416,7 +416,9 @@ func (s *fuzzScheduler) expect(t *testing.T, path string, body []byte) (check fu
 		}
 		return func(answer []byte) {
 			require.Equal(t, args.Pod, s.pod, "pod handed to the manager, for %q", body)
-			candidates := stdMetaVictims(&args)
+			// Decoded by encoding/json, converted as the handler converts (metaVictimsOf): what is
+			// compared here is the decoding.
+			candidates := metaVictimsOf(&args)
 			uids := map[string][]types.UID{}
 			for node, v := range candidates {
 				uids[node] = nil
@@ -442,29 +444,6 @@ func (s *fuzzScheduler) expect(t *testing.T, path string, body []byte) (check fu
 	}
 	t.Fatalf("no verb %s", path)
 	return nil, ""
-}
-
-// stdMetaVictims are the candidates as kube-scheduler reads the answer it expects back: UIDs
-// as sent when it sent UIDs (it sends NodeNameToMetaVictims when nodeCacheCapable), else the
-// whole pods' UIDs (its convertToMetaVictims). An empty candidate list reads as none.
-func stdMetaVictims(args *extenderv1.ExtenderPreemptionArgs) map[string]*extenderv1.MetaVictims {
-	if args.NodeNameToMetaVictims != nil || args.NodeNameToVictims == nil {
-		return args.NodeNameToMetaVictims
-	}
-	out := map[string]*extenderv1.MetaVictims{}
-	for node, v := range args.NodeNameToVictims {
-		meta := &extenderv1.MetaVictims{Pods: []*extenderv1.MetaPod{}}
-		if v != nil {
-			meta.NumPDBViolations = v.NumPDBViolations
-			for _, p := range v.Pods {
-				if p != nil {
-					meta.Pods = append(meta.Pods, &extenderv1.MetaPod{UID: string(p.UID)})
-				}
-			}
-		}
-		out[node] = meta
-	}
-	return out
 }
 
 // checkFilterAnswer reads a filter answer as kube-scheduler does and checks it passes the nodes

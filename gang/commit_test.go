@@ -329,7 +329,7 @@ func TestStrandedGangIsWoken(t *testing.T) {
 		e.m.mu.Unlock()
 	}
 	advance(strandedAfter / 2)
-	e.m.checkStarvation()
+	e.m.checkWaitingGangs()
 	quorumFits := func() int {
 		n := 0
 		for _, r := range writes.reasons("default/l-0") {
@@ -341,10 +341,10 @@ func TestStrandedGangIsWoken(t *testing.T) {
 	}
 	require.Never(t, func() bool { return quorumFits() > 0 }, 50*time.Millisecond, 10*time.Millisecond, "too early")
 	advance(strandedAfter)
-	e.m.checkStarvation()
+	e.m.checkWaitingGangs()
 	require.Eventually(t, func() bool { return quorumFits() == 1 }, 5*time.Second, 5*time.Millisecond)
 	advance(2 * strandedAfter)
-	e.m.checkStarvation()
+	e.m.checkWaitingGangs()
 	require.Never(t, func() bool { return quorumFits() > 1 }, 50*time.Millisecond, 10*time.Millisecond,
 		"once per refusal: a member that never comes back is kept away by the scheduler's own filters")
 
@@ -356,6 +356,6 @@ func TestStrandedGangIsWoken(t *testing.T) {
 	require.Empty(t, e.filter(pods[0]).Feasible)
 	e.m.DeletePod(again[0].UID)
 	advance(strandedAfter)
-	e.m.checkStarvation()
+	e.m.checkWaitingGangs()
 	require.Eventually(t, func() bool { return quorumFits() == 2 }, 5*time.Second, 5*time.Millisecond)
 }

@@ -23,16 +23,16 @@ func (m *Manager) sweepExpired() {
 		select {
 		case <-tick.C:
 			m.book.sweep()
-			m.checkStarvation()
+			m.checkWaitingGangs()
 		case <-m.stop:
 			return
 		}
 	}
 }
 
-// checkStarvation gives a starving gang its hold when no filter call did, and wakes a gang left
+// checkWaitingGangs gives a starving gang its hold when no filter call did, and wakes a gang left
 // stranded.
-func (m *Manager) checkStarvation() {
+func (m *Manager) checkWaitingGangs() {
 	var fx effects
 	m.mu.Lock()
 	m.holdForStarvingLocked(&fx)

@@ -49,7 +49,7 @@ func (c *certFiles) read() (*loadedCerts, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseCerts(c, contents, sum)
+	return c.parse(contents, sum)
 }
 
 func (c *certFiles) readFiles() ([][]byte, [sha256.Size]byte, error) {
@@ -68,7 +68,8 @@ func (c *certFiles) readFiles() ([][]byte, [sha256.Size]byte, error) {
 	return contents, sha256.Sum256(bytes.Join(contents, []byte{0})), nil
 }
 
-func parseCerts(c *certFiles, contents [][]byte, sum [sha256.Size]byte) (*loadedCerts, error) {
+// parse makes the files' contents, as readFiles returned them, into what a handshake serves.
+func (c *certFiles) parse(contents [][]byte, sum [sha256.Size]byte) (*loadedCerts, error) {
 	l := &loadedCerts{sum: sum}
 	cert, err := tls.X509KeyPair(contents[0], contents[1])
 	if err != nil {
@@ -93,7 +94,7 @@ func (c *certFiles) reload() {
 	}
 	var l *loadedCerts
 	if err == nil {
-		l, err = parseCerts(c, contents, sum)
+		l, err = c.parse(contents, sum)
 		if err != nil {
 			c.brokenSum = sum
 		}

@@ -69,6 +69,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ClientCAFile != "" && cfg.CertFile == "" {
 		return nil, fmt.Errorf("%s: a client CA needs TLS: give the serving certificate and key too", cfg.Name)
 	}
+	if cfg.ReloadInterval <= 0 {
+		cfg.ReloadInterval = DefaultReloadInterval
+	}
 	s := &Server{cfg: cfg, http: &http.Server{
 		Addr:              cfg.Addr,
 		Handler:           cfg.Handler,
@@ -119,7 +122,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, grace time.Duration
 		close(errc)
 	}()
 	if s.certs != nil {
-		go s.certs.watch(ctx, cmpOr(s.cfg.ReloadInterval, DefaultReloadInterval))
+		go s.certs.watch(ctx, s.cfg.ReloadInterval)
 	}
 	select {
 	case err := <-errc:
@@ -153,13 +156,6 @@ func IsLoopback(addr string) (bool, error) {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback(), nil
-}
-
-func cmpOr(d, fallback time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return fallback
 }
 
 // verboseWriter sends net/http's own complaints to klog at -v=2.

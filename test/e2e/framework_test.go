@@ -186,8 +186,11 @@ func (s *scenario) waitsFor(name, why string) bool {
 	return ok && (g.Phase == gang.PhaseWaiting || g.Phase == gang.PhaseHolding) && strings.Contains(g.Reason, why)
 }
 
-func (s *scenario) rawGangs() string {
-	resp, err := http.Get(env.lockstep.DebugURL + "/debug/gangs?namespace=" + s.ns)
+func (s *scenario) rawGangs() string { return s.rawGangsAt(env.lockstep) }
+
+// rawGangsAt is one lockstep's /debug/gangs for the scenario's namespace, "[]" when unread.
+func (s *scenario) rawGangsAt(ls *harness.Lockstep) string {
+	resp, err := http.Get(ls.DebugURL + "/debug/gangs?namespace=" + s.ns)
 	if err != nil {
 		return "[]"
 	}

@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -79,21 +76,9 @@ func (l *deletionLog) assertNoneFor(t *testing.T, ctx context.Context, window ti
 // preemptAnswers is how many preempt calls lockstep has answered with 200, from its /metrics.
 func preemptAnswers(t *testing.T) int {
 	t.Helper()
-	resp, err := http.Get(env.lockstep.DebugURL + "/metrics")
+	n, _, err := env.lockstep.Metric(context.Background(), `lockstep_extender_request_duration_seconds_count{code="200",verb="preempt"}`)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	const series = `lockstep_extender_request_duration_seconds_count{code="200",verb="preempt"} `
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if value, ok := strings.CutPrefix(sc.Text(), series); ok {
-			n, err := strconv.Atoi(value)
-			require.NoError(t, err, "%s%s", series, value)
-			return n
-		}
-	}
-	require.NoError(t, sc.Err())
-	return 0
+	return int(n)
 }
 
 // (a) Two 2-GPU nodes full of priority-100 ordinary pods: a priority-1000 ordinary pod has the

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -142,19 +143,13 @@ func (s *scenario) replicaConfig(certs tlsFiles, verbs, schedulerName, lease str
 	return out
 }
 
-// gangsAt reads one lockstep's /debug/gangs for the scenario's namespace.
+// gangsAt reads one lockstep's /debug/gangs for the scenario's namespace, by gang name.
 func (s *scenario) gangsAt(ls *harness.Lockstep) map[string]gang.GangStatus {
-	out := map[string]gang.GangStatus{}
-	resp, err := http.Get(ls.DebugURL + "/debug/gangs?namespace=" + s.ns)
-	if err != nil {
-		return out
-	}
-	defer resp.Body.Close()
 	var list []gang.GangStatus
-	if json.NewDecoder(resp.Body).Decode(&list) == nil {
-		for _, g := range list {
-			out[g.Name] = g
-		}
+	_ = json.Unmarshal([]byte(s.rawGangsAt(ls)), &list)
+	out := map[string]gang.GangStatus{}
+	for _, g := range list {
+		out[g.Name] = g
 	}
 	return out
 }
@@ -231,20 +226,13 @@ func (s *scenario) leaseHolder(name string) string {
 	return *l.Spec.HolderIdentity
 }
 
-// leading reads lockstep_leading from a lockstep's /metrics.
+// leading reads lockstep_leading from a lockstep's /metrics: "1", "0", or "" when unread.
 func leading(ls *harness.Lockstep) string {
-	resp, err := http.Get(ls.DebugURL + "/metrics")
-	if err != nil {
+	v, found, err := ls.Metric(context.Background(), "lockstep_leading")
+	if err != nil || !found {
 		return ""
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "lockstep_leading "); ok {
-			return v
-		}
-	}
-	return ""
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 // Two schedulers elect a leader, each with its lockstep. The leader is killed (scheduler and

@@ -2,14 +2,7 @@ package cluster
 
 import (
 	"context"
-	"crypto/tls"
-	"fmt"
-	"net/http"
-	"os"
-	"path/filepath"
-	"strconv"
 	"syscall"
-	"time"
 )
 
 // Replica is a kube-scheduler started beside the cluster's own (StartReplica): one of several
@@ -38,42 +31,17 @@ func (c *Cluster) StartReplica(ctx context.Context, opts ReplicaOptions) (*Repli
 	if err := checkBinaries(c.BinDir, KubeScheduler); err != nil {
 		return nil, err
 	}
-	config := filepath.Join(c.WorkDir, opts.Name+".yaml")
-	if err := os.WriteFile(config, opts.Config, 0o644); err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	port, err := FreePort()
+	p, _, err := c.runScheduler(ctx, schedulerRun{name: opts.Name, binary: KubeScheduler, files: opts.Name, config: opts.Config, hostname: opts.Hostname})
 	if err != nil {
-		return nil, err
-	}
-	certDir := filepath.Join(c.WorkDir, opts.Name+"-certs")
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	args := []string{"--config", config, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port), "--cert-dir", certDir, "--v", "2"}
-	p, err := startReplicaProcess(opts.Name, filepath.Join(c.BinDir, KubeScheduler), args, c.WorkDir, opts.Hostname)
-	if err != nil {
-		return nil, err
-	}
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, a certificate it made a moment ago
-	}}
-	last := "no answer yet"
-	readyz := fmt.Sprintf("https://127.0.0.1:%d/readyz?verbose", port)
-	err = c.waitReady(ctx, p, SchedulerReadyTimeout, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		return probeReadyz(ctx, hc, readyz, "", &last)
-	}, func() string { return "last /readyz: " + last })
-	if err != nil {
-		p.stop(StopTimeout)
 		return nil, err
 	}
 	c.logf("cluster: replica %s ready (pid %d, hostname %q)", opts.Name, p.pid(), opts.Hostname)
 	return &Replica{Name: opts.Name, p: p}, nil
 }
 
-// startReplicaProcess is startProcess, in a new UTS namespace under hostname when one is given:
+// startProcessUnder is startProcess, in a new UTS namespace under hostname when one is given:
 // a shell sets the name there and then becomes kube-scheduler.
-func startReplicaProcess(name, binary string, args []string, workDir, hostname string) (*process, error) {
+func startProcessUnder(name, binary string, args []string, workDir, hostname string) (*process, error) {
 	if hostname == "" {
 		return startProcess(name, binary, args, workDir)
 	}

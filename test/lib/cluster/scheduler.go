@@ -62,37 +62,62 @@ func (c *Cluster) StartSchedulerWith(ctx context.Context, opts SchedulerOptions)
 	if err != nil {
 		return fmt.Errorf("cluster: %s: %w", opts.ConfigPath, err)
 	}
-	rewritten := filepath.Join(c.WorkDir, "scheduler.yaml")
-	if err := os.WriteFile(rewritten, out, 0o644); err != nil {
-		return fmt.Errorf("cluster: %w", err)
+	var extra []string
+	if opts.Profiling {
+		// Paths ending in * match by prefix; the first three are the flag's default.
+		extra = []string{"--authorization-always-allow-paths", "/healthz,/readyz,/livez,/debug/pprof/*"}
 	}
-	port, err := FreePort()
+	began := time.Now()
+	p, port, err := c.runScheduler(ctx, schedulerRun{name: name, binary: name, files: "scheduler", config: out, extraArgs: extra})
 	if err != nil {
 		return err
 	}
-	certDir := filepath.Join(c.WorkDir, "scheduler-certs")
+	c.scheduler = p
+	c.schedulerURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	c.logf("cluster: %s ready in %s with %s", name, time.Since(began).Round(time.Millisecond), opts.ConfigPath)
+	return nil
+}
+
+// schedulerRun is one kube-scheduler process to start.
+type schedulerRun struct {
+	// name names its log, WorkDir/<name>.log; binary is its file in BinDir.
+	name, binary string
+	// files names its configuration, WorkDir/<files>.yaml, and certificate dir, <files>-certs.
+	files     string
+	config    []byte
+	hostname  string // see ReplicaOptions.Hostname
+	extraArgs []string
+}
+
+// runScheduler starts a kube-scheduler serving on a free loopback port and returns once its
+// /readyz answers 200, or stops it.
+func (c *Cluster) runScheduler(ctx context.Context, r schedulerRun) (*process, int, error) {
+	config := filepath.Join(c.WorkDir, r.files+".yaml")
+	if err := os.WriteFile(config, r.config, 0o644); err != nil {
+		return nil, 0, fmt.Errorf("cluster: %w", err)
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	certDir := filepath.Join(c.WorkDir, r.files+"-certs")
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
-		return fmt.Errorf("cluster: %w", err)
+		return nil, 0, fmt.Errorf("cluster: %w", err)
 	}
 	// The notes' --secure-port 0 would leave no way to tell when the scheduler is ready; serve
 	// on loopback instead and poll /readyz (always allowed without authentication).
-	args := []string{
-		"--config", rewritten,
+	args := append([]string{
+		"--config", config,
 		"--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(port),
 		"--cert-dir", certDir,
 		"--v", "2",
-	}
-	if opts.Profiling {
-		// Paths ending in * match by prefix; the first three are the flag's default.
-		args = append(args, "--authorization-always-allow-paths", "/healthz,/readyz,/livez,/debug/pprof/*")
-	}
-	began := time.Now()
-	p, err := startProcess(name, filepath.Join(c.BinDir, name), args, c.WorkDir)
+	}, r.extraArgs...)
+	p, err := startProcessUnder(r.name, filepath.Join(c.BinDir, r.binary), args, c.WorkDir, r.hostname)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
-	c.logf("cluster: started %s (pid %d) with %s", name, p.pid(), opts.ConfigPath)
+	c.logf("cluster: started %s (pid %d)", r.name, p.pid())
 
 	// Loopback, and the certificate is one kube-scheduler generated in memory a moment ago.
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
@@ -105,12 +130,9 @@ func (c *Cluster) StartSchedulerWith(ctx context.Context, opts SchedulerOptions)
 	}, func() string { return "last /readyz: " + last })
 	if err != nil {
 		p.stop(StopTimeout)
-		return err
+		return nil, 0, err
 	}
-	c.scheduler = p
-	c.schedulerURL = fmt.Sprintf("https://127.0.0.1:%d", port)
-	c.logf("cluster: %s ready in %s", name, time.Since(began).Round(time.Millisecond))
-	return nil
+	return p, port, nil
 }
 
 // SchedulerURL is the running scheduler's secure port, https://127.0.0.1:<port> (its certificate

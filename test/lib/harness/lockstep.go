@@ -149,26 +149,12 @@ type BindCounts struct{ Committed, Failed int }
 
 // BindCounts reads lockstep's bind counters from its /metrics.
 func (l *Lockstep) BindCounts(ctx context.Context) (BindCounts, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.DebugURL+"/metrics", nil)
+	lines, err := l.MetricLines(ctx, "lockstep_binds_total{")
 	if err != nil {
 		return BindCounts{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return BindCounts{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return BindCounts{}, fmt.Errorf("lockstep /metrics: %s", resp.Status)
 	}
 	var c BindCounts
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "lockstep_binds_total{") {
-			continue
-		}
+	for _, line := range lines {
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
 			return BindCounts{}, fmt.Errorf("lockstep /metrics: %q: %w", line, err)
@@ -180,5 +166,45 @@ func (l *Lockstep) BindCounts(ctx context.Context) (BindCounts, error) {
 			c.Failed += int(v)
 		}
 	}
-	return c, sc.Err()
+	return c, nil
+}
+
+// Metric reads one series of lockstep's /metrics, written as /metrics prints it (name and
+// labels, e.g. lockstep_leading); found is false when lockstep does not print it (a counter
+// before its first count).
+func (l *Lockstep) Metric(ctx context.Context, series string) (value float64, found bool, err error) {
+	lines, err := l.MetricLines(ctx, series+" ")
+	if err != nil || len(lines) == 0 {
+		return 0, false, err
+	}
+	value, err = strconv.ParseFloat(strings.TrimPrefix(lines[0], series+" "), 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("lockstep /metrics: %q: %w", lines[0], err)
+	}
+	return value, true, nil
+}
+
+// MetricLines are the lines of lockstep's /metrics that start with prefix.
+func (l *Lockstep) MetricLines(ctx context.Context, prefix string) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.DebugURL+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("lockstep /metrics: %s", resp.Status)
+	}
+	var lines []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), prefix) {
+			lines = append(lines, sc.Text())
+		}
+	}
+	return lines, sc.Err()
 }
