@@ -171,10 +171,11 @@ func (n *nodeInfo) gpuScore(k, reserved int64) int {
 }
 
 // scoreMemo remembers GPU scores within one call. Nodes of one hardware model in the same state
-// of use get the same score, and a large cluster is mostly such nodes, so the topology search runs
-// once per distinct state rather than once per node. The first states are kept in an array
-// searched in order, which is quicker than hashing for the handful a call usually meets; the rest
-// go to a map.
+// of use get the same score, and a large cluster is mostly such nodes, so the score is looked up
+// once per distinct state rather than once per node (and computed once per topology, state and
+// size for the life of the process: gpu.Topology.ScoreMask). The first states are kept in an
+// array searched in order, which is quicker than hashing for the handful a call usually meets;
+// the rest go to a map.
 type scoreMemo struct {
 	first [16]scoreEntry
 	used  int
@@ -209,7 +210,7 @@ func (memo *scoreMemo) gpuScore(n *nodeInfo, k, reserved int64) int {
 	if score, hit := memo.more[key]; hit {
 		return score
 	}
-	score := n.gpuScore(k, reserved)
+	score := n.topo.ScoreMask(mask, int(k))
 	if memo.used < len(memo.first) {
 		memo.first[memo.used] = scoreEntry{key, score}
 		memo.used++

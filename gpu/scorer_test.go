@@ -612,3 +612,27 @@ func BenchmarkScore(b *testing.B) {
 		dgx1.Score(free, 4)
 	}
 }
+
+// ScoreMask answers as Score does, for every state of use and request size, asked twice so the
+// second answer comes from what it remembered.
+func TestScoreMaskIsScore(t *testing.T) {
+	for name, topo := range nodes(t) {
+		indices := topo.Indices()
+		for mask := uint64(0); mask < 1<<len(indices); mask++ {
+			var free []int
+			for p, idx := range indices {
+				if mask&(1<<p) != 0 {
+					free = append(free, idx)
+				}
+			}
+			for k := 1; k <= len(indices); k++ {
+				want := topo.Score(free, k)
+				for range 2 {
+					if got := topo.ScoreMask(mask, k); got != want {
+						t.Fatalf("%s: free %v, k %d: ScoreMask %d, Score %d", name, free, k, got, want)
+					}
+				}
+			}
+		}
+	}
+}

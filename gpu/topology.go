@@ -38,6 +38,8 @@ type Topology struct {
 
 	// refs[k] caches the best k-set on the idle node, the yardstick Score measures against.
 	refs []reference
+	// scores remembers ScoreMask's answers (scorecache.go).
+	scores scoreCache
 }
 
 type reference struct {
