@@ -18,7 +18,8 @@
 //     the lock and written after it is released.
 //
 // Manager (manager.go) holds the lock and the verbs (filter.go, score.go, bind.go), each with one
-// shape: lock, decide, unlock, apply effects. What fits where is decided by package placement;
+// shape: lock, decide, unlock, apply effects. shortlist.go narrows an ordinary GPU pod's filter
+// answer to the nodes its packing ranks best. What fits where is decided by package placement;
 // the debug views are status.go (/debug/gangs) and nodes.go (/debug/nodes).
 //
 // It must not know HTTP or the extender's wire format (package extender does), nor change what it

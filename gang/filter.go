@@ -47,9 +47,14 @@ func (r FilterResult) Passing(offered []string) []string {
 func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
 	ms := readMembership(m.cfg.Reader, pod)
 	if ms.Gang == "" {
+		req := placement.PodRequests(pod)
+		var sl *shortlister
+		if req.GPU > 0 && !m.cfg.ScoreEveryNode && shortlistable(pod) {
+			sl = &shortlister{gpus: req.GPU, tolerations: pod.Spec.Tolerations}
+		}
 		m.mu.RLock()
 		defer m.mu.RUnlock()
-		return m.filterFree(placement.PodRequests(pod), above("", podPriority(pod)), nodes)
+		return m.filterFree(req, above("", podPriority(pod)), nodes, sl)
 	}
 	info := newPodInfoOf(pod, ms) // pure: built before taking the lock
 	var fx effects
@@ -80,7 +85,7 @@ func (m *Manager) filterMemberLocked(info *podInfo, nodes []string, fx *effects)
 		// waiting gangs at its priority or above (quorums before extras).
 		v := above(g.key, g.priority())
 		v.quorums, v.quorumsOf = m.protectedQuorums(g.key, g.priority())
-		return m.filterFree(p.requests, v, nodes)
+		return m.filterFree(p.requests, v, nodes, nil)
 	}
 	res := m.liveReservation(g.key)
 	if res == nil {
@@ -117,8 +122,9 @@ func memberError(p *podInfo, g *gangInfo) error {
 
 // filterFree passes the nodes where req fits beside bound pods and the reservations the view
 // respects: the pod's own gang's is its own to use, and those of lower-priority gangs yield to it
-// (the bind takes them over, see takeNodeLocked).
-func (m *Manager) filterFree(req placement.Resources, v view, nodes []string) FilterResult {
+// (the bind takes them over, see takeNodeLocked). A shortlister, when given, then narrows the
+// passing nodes (shortlist.go); it ranks each as the loop passes it, while the node is at hand.
+func (m *Manager) filterFree(req placement.Resources, v view, nodes []string, sl *shortlister) FilterResult {
 	held, _ := m.book.held(v)
 	for node, r := range v.quorums {
 		held[node] = held[node].Add(r)
@@ -127,9 +133,12 @@ func (m *Manager) filterFree(req placement.Resources, v view, nodes []string) Fi
 	var out FilterResult
 	var state placement.NodeState
 	for i, name := range nodes {
-		m.ledger.readNodeState(&state, name, held)
+		n := m.ledger.readNodeState(&state, name, held)
 		reason, refusal := placement.WhyNot(req, name, &state, holders)
 		if refusal == placement.Fits {
+			if sl != nil {
+				sl.see(i, n, state.Held.GPU)
+			}
 			if out.Failed != nil {
 				out.Feasible = append(out.Feasible, name)
 			}
@@ -149,6 +158,9 @@ func (m *Manager) filterFree(req placement.Resources, v view, nodes []string) Fi
 		}
 	}
 	out.AllPass = out.Failed == nil
+	if sl != nil {
+		out = sl.narrow(out, nodes, m.ledger.nodes, held, m.metrics)
+	}
 	return out
 }
 

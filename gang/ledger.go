@@ -60,6 +60,12 @@ func (l *ledger) upsertNode(node *corev1.Node) {
 	n.known = true
 	n.unschedulable = node.Spec.Unschedulable
 	n.allocatable = placement.NodeAllocatable(node)
+	n.softTaints = n.softTaints[:0]
+	for _, t := range node.Spec.Taints {
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			n.softTaints = append(n.softTaints, t)
+		}
+	}
 	n.domains = l.tiers.Domains(node.Name, node.Labels)
 	n.topo, n.topoSource, n.topoErr, n.gpuIndices = nil, gpu.SourceNone, nil, nil
 	if n.allocatable.GPU > 0 {
@@ -245,16 +251,17 @@ func (l *ledger) gangOf(p *podInfo) *gangInfo {
 // readNodeState sets st to a node as filter's checks see it; held is what other gangs'
 // reservations set aside, per node. It fills the caller's st rather than returning one: filter
 // reads thousands of nodes per call, and copying the state out of a return value per node cost
-// more than the lookup.
-func (l *ledger) readNodeState(st *placement.NodeState, name string, held map[string]placement.Resources) {
+// more than the lookup. It returns the node's record, nil for a node it has not seen.
+func (l *ledger) readNodeState(st *placement.NodeState, name string, held map[string]placement.Resources) *nodeInfo {
 	n, ok := l.nodes[name]
 	if !ok || !n.known {
 		*st = placement.NodeState{}
-		return
+		return nil
 	}
 	st.Seen, st.Free, st.Leaving, st.Held = true, n.free(), n.leaving, placement.Resources{}
 	if len(held) > 0 {
 		// The length check spares a lookup per node when, as usual, nothing is held.
 		st.Held = held[name]
 	}
+	return n
 }

@@ -48,6 +48,9 @@ type Config struct {
 	// Tiers are the network tiers between nodes, narrowest first (package fabric): a gang's
 	// quorum goes to the narrowest single domain that holds it. nil places by nodes alone.
 	Tiers fabric.Tiers
+	// ScoreEveryNode turns the shortlist off (shortlist.go): filter then passes an ordinary GPU
+	// pod every node it fits, and lockstep's packing only adds to the scheduler's scores.
+	ScoreEveryNode bool
 	// Reader tells gang members from ordinary pods and reads their rules (package dialect); nil
 	// makes every pod ordinary.
 	Reader gangspec.Reader

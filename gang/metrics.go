@@ -16,6 +16,8 @@ type Metrics struct {
 	yields prometheus.Counter
 	// evictions counts the evictions of gang preemption, by result.
 	evictions *prometheus.CounterVec
+	// shortlisted counts filter answers narrowed to the nodes lockstep ranks best.
+	shortlisted prometheus.Counter
 }
 
 // commitBuckets span a commit on an idle apiserver (milliseconds) to one that retried through
@@ -51,8 +53,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "lockstep_preemption_evictions_total",
 			Help: "Pods lockstep evicted so that a higher-priority gang's quorum fits, by result (evicted or failed).",
 		}, []string{"result"}),
+		shortlisted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lockstep_filter_shortlisted_total",
+			Help: "Filter answers for ordinary GPU pods that passed only the nodes lockstep's packing ranks best (see --shortlist).",
+		}),
 	}
-	reg.MustRegister(mt.binds, mt.commit, mt.partlyBound, mt.droppedConditions, mt.yields, mt.evictions)
+	reg.MustRegister(mt.binds, mt.commit, mt.partlyBound, mt.droppedConditions, mt.yields, mt.evictions, mt.shortlisted)
 	return mt
 }
 
@@ -83,6 +89,12 @@ func (mt *Metrics) observeEviction(err error) {
 		result = "failed"
 	}
 	mt.evictions.WithLabelValues(result).Inc()
+}
+
+func (mt *Metrics) observeShortlist() {
+	if mt != nil {
+		mt.shortlisted.Inc()
+	}
 }
 
 func (mt *Metrics) observeCommit(r *commitRecord) {

@@ -73,6 +73,8 @@ type nodeInfo struct {
 	known         bool
 	unschedulable bool
 	allocatable   placement.Resources
+	// softTaints are the node's PreferNoSchedule taints, which rank nodes on the shortlist.
+	softTaints []corev1.Taint
 	// domains are the node's network domain at each of the ledger's tiers (package fabric).
 	domains   []string
 	requested placement.Resources

@@ -64,6 +64,7 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	a.manager = gang.NewManager(gang.Config{
 		Evicter:             evicter,
 		StarvationThreshold: opts.starvationThreshold,
+		ScoreEveryNode:      !opts.shortlist,
 		Tiers:               opts.tiers,
 		DefaultWaitingTime:  opts.defaultWaitingTime,
 		BindWait:            opts.bindWait,

@@ -177,6 +177,32 @@ func (b *PodBuilder) Toleration(t corev1.Toleration) *PodBuilder {
 	return b
 }
 
+// Affinity sets the pod's affinity.
+func (b *PodBuilder) Affinity(a *corev1.Affinity) *PodBuilder {
+	b.pod.Spec.Affinity = a
+	return b
+}
+
+// SpreadConstraint adds a topology spread constraint over the pod's own labels.
+func (b *PodBuilder) SpreadConstraint(topologyKey string, maxSkew int32, when corev1.UnsatisfiableConstraintAction) *PodBuilder {
+	b.pod.Spec.TopologySpreadConstraints = append(b.pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
+		MaxSkew:           maxSkew,
+		TopologyKey:       topologyKey,
+		WhenUnsatisfiable: when,
+		LabelSelector:     &metav1.LabelSelector{MatchLabels: b.pod.Labels},
+	})
+	return b
+}
+
+// ControlledBy makes the pod's controller an object of the given kind.
+func (b *PodBuilder) ControlledBy(apiVersion, kind, name string) *PodBuilder {
+	controller := true
+	b.pod.OwnerReferences = append(b.pod.OwnerReferences, metav1.OwnerReference{
+		APIVersion: apiVersion, Kind: kind, Name: name, UID: UIDFor(b.pod.Namespace, kind+"/"+name), Controller: &controller,
+	})
+	return b
+}
+
 // NodeSelector sets one node selector entry.
 func (b *PodBuilder) NodeSelector(key, value string) *PodBuilder {
 	if b.pod.Spec.NodeSelector == nil {
