@@ -28,8 +28,8 @@
 // resident memory over the mode, and "false binds": its lockstep_binds_total{result="committed"}
 // minus the pods the apiserver shows bound. A second table gives every phase's CPU seconds per
 // process: on two cores it shows what limits each number. -cpuprofile-dir adds CPU profiles of the
-// scheduler and lockstep over the first -profile-seconds of each phase, and prints their top
-// entries.
+// scheduler, lockstep and kube-apiserver over the first -profile-seconds of each phase, and prints
+// their top entries.
 package main
 
 import (
@@ -86,7 +86,7 @@ func main() {
 	flag.IntVar(&o.w.idleSamples, "idle-samples", 20, "gangs created one at a time on an idle cluster, for gang latency")
 	flag.DurationVar(&o.stall, "stall", 30*time.Second, "a phase in which no pod binds for this long is stopped and reported as a stall")
 	flag.StringVar(&modes, "modes", strings.Join(allModes, ","), "modes to run, comma-separated, of "+strings.Join(allModes, ","))
-	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "write CPU profiles of the scheduler and lockstep over the start of each phase to DIR and print their top entries")
+	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "write CPU profiles of the scheduler, lockstep and kube-apiserver over the start of each phase to DIR and print their top entries")
 	flag.IntVar(&o.profileFor, "profile-seconds", 10, "length of each CPU profile, from the scheduler's start")
 	flag.IntVar(&o.schedulerQPS, "scheduler-qps", 0, "set clientConnection.qps (burst twice that) of the schedulers in every mode, to see past their client rate limit; 0 keeps lockstep-sidecar.yaml's (kube-scheduler's default, 50)")
 	var lockstepFlags string
@@ -185,7 +185,9 @@ func setUp(ctx context.Context, c *cluster.Cluster, root string, o options) (*be
 		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
 			return nil, nil, err
 		}
-		b.prof = newProfiler(o.profileDir, o.profileFor)
+		if b.prof, err = newProfiler(o.profileDir, o.profileFor, c.RESTConfig); err != nil {
+			return nil, nil, err
+		}
 	}
 	var lockstepErr error
 	if slices.Contains(o.modes, "lockstep") {

@@ -211,7 +211,7 @@ func partialTime(sorted []time.Time, need int, end time.Time) time.Duration {
 
 // profileURLs are the processes a phase profiles: the scheduler, and lockstep when it runs.
 func (b *bench) profileURLs(ls *harness.Lockstep) map[string]string {
-	urls := map[string]string{"scheduler": b.c.SchedulerURL()}
+	urls := map[string]string{"scheduler": b.c.SchedulerURL(), apiserverProfile: b.c.Server}
 	if ls != nil {
 		urls["lockstep"] = ls.DebugURL
 	}

@@ -10,23 +10,36 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/lockstep-sched/lockstep/test/lib/procstat"
 )
 
-// profiler takes CPU profiles of the scheduler and lockstep over the first seconds of a phase,
-// through their /debug/pprof/profile endpoints, into dir. A nil *profiler takes none.
+// profiler takes CPU profiles of the scheduler, lockstep and kube-apiserver over the first seconds
+// of a phase, through their /debug/pprof/profile endpoints, into dir. A nil *profiler takes none.
 type profiler struct {
 	dir     string
 	seconds int
 	files   []string
 	client  *http.Client
+	// clients are those of processes that want credentials, by name (the apiserver).
+	clients map[string]*http.Client
 }
 
-func newProfiler(dir string, seconds int) *profiler {
+func newProfiler(dir string, seconds int, apiserver *rest.Config) (*profiler, error) {
 	// The schedulers serve on loopback with a certificate they generated at start-up.
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // see above
-	return &profiler{dir: dir, seconds: seconds, client: &http.Client{Transport: tr}}
+	api, err := rest.HTTPClientFor(apiserver)
+	if err != nil {
+		return nil, err
+	}
+	// The profile takes its seconds to answer; the bench's client would cut it off sooner.
+	api.Timeout = 0
+	return &profiler{dir: dir, seconds: seconds, client: &http.Client{Transport: tr}, clients: map[string]*http.Client{apiserverProfile: api}}, nil
 }
+
+// apiserverProfile names kube-apiserver's profiles.
+const apiserverProfile = "kube-apiserver"
 
 // profiles in flight; wait blocks until all are written.
 type inflight []<-chan error
@@ -44,14 +57,18 @@ func (p *profiler) start(ctx context.Context, prefix string, urls map[string]str
 		}
 		file := filepath.Join(p.dir, prefix+"-"+name+".pprof")
 		p.files = append(p.files, file)
-		out = append(out, p.fetch(ctx, url, file))
+		client := p.client
+		if c, ok := p.clients[name]; ok {
+			client = c
+		}
+		out = append(out, p.fetch(ctx, client, url, file))
 	}
 	return out
 }
 
-func (p *profiler) fetch(ctx context.Context, url, file string) <-chan error {
+func (p *profiler) fetch(ctx context.Context, client *http.Client, url, file string) <-chan error {
 	done := make(chan error, 1)
-	go func() { done <- procstat.CPUProfile(ctx, p.client, url, p.seconds, file) }()
+	go func() { done <- procstat.CPUProfile(ctx, client, url, p.seconds, file) }()
 	return done
 }
 
