@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -190,13 +189,8 @@ func (s *scenario) rawGangs() string { return s.rawGangsAt(env.lockstep) }
 
 // rawGangsAt is one lockstep's /debug/gangs for the scenario's namespace, "[]" when unread.
 func (s *scenario) rawGangsAt(ls *harness.Lockstep) string {
-	resp, err := http.Get(ls.DebugURL + "/debug/gangs?namespace=" + s.ns)
+	raw, err := ls.GangsJSON(s.ctx, s.ns)
 	if err != nil {
-		return "[]"
-	}
-	defer resp.Body.Close()
-	var raw json.RawMessage
-	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		return "[]"
 	}
 	return string(raw)

@@ -45,11 +45,16 @@ type bench struct {
 
 // result is what one mode measured.
 type result struct {
-	mode                mode
-	ordinary, gang      rate
-	gangDone            []time.Duration // per gang: scheduler ready to its last bind
-	maxPartial          time.Duration   // longest time a gang spent partly bound
-	maxPartialGang      string          // and which gang that was
+	mode           mode
+	ordinary, gang rate
+	gangDone       []time.Duration // per gang: scheduler ready to its last bind
+	maxPartial     time.Duration   // longest time a gang spent partly bound
+	maxPartialGang string          // and which gang that was
+	// commitPartial and commitPartialGang are the same by lockstep's own record of each commit
+	// (/debug/gangs lastCommit.partlyBoundFor): the bench sees binds through its watch, on a
+	// machine it shares.
+	commitPartial       time.Duration
+	commitPartialGang   string
 	idle                []time.Duration // per idle gang: last member created to last member bound
 	stalls              []string
 	falseBinds          *int // lockstep's committed binds minus pods bound in the API; nil without lockstep
@@ -113,8 +118,34 @@ func (b *bench) runMode(ctx context.Context, m mode) (res result) {
 		res.lockstepCPU = float64(procstat.CPUTicks(ls.Pid())-lockstepStart) / procstat.TicksPerSecond
 		res.peakMB = procstat.PeakResidentMB(ls.Pid())
 		res.falseBinds, res.err = b.falseBinds(ctx, ls, apiBound)
+		res.commitPartial, res.commitPartialGang, err = longestCommitPartial(ctx, ls)
+		res.err = errors.Join(res.err, err)
 	}
 	return res
+}
+
+// longestCommitPartial is the longest partly-bound window among lockstep's records of its gangs'
+// latest commits.
+func longestCommitPartial(ctx context.Context, ls *harness.Lockstep) (time.Duration, string, error) {
+	gangs, err := ls.Gangs(ctx, namespace)
+	if err != nil {
+		return 0, "", err
+	}
+	var longest time.Duration
+	var which string
+	for _, g := range gangs {
+		if g.LastCommit == nil {
+			continue
+		}
+		d, err := time.ParseDuration(g.LastCommit.PartlyBoundFor)
+		if err != nil {
+			return 0, "", fmt.Errorf("gang %s: partlyBoundFor %q: %w", g.Name, g.LastCommit.PartlyBoundFor, err)
+		}
+		if d > longest {
+			longest, which = d, g.Name
+		}
+	}
+	return longest, which, nil
 }
 
 // measureMode runs the three phases and returns how many pods the apiserver showed bound in them

@@ -5,9 +5,11 @@ package harness
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/lockstep-sched/lockstep/gang"
 )
 
 // BuildExtender compiles ./cmd/extender into dir, with the race detector when race is set, and
@@ -186,18 +190,11 @@ func (l *Lockstep) Metric(ctx context.Context, series string) (value float64, fo
 
 // MetricLines are the lines of lockstep's /metrics that start with prefix.
 func (l *Lockstep) MetricLines(ctx context.Context, prefix string) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.DebugURL+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := l.getDebug(ctx, "/metrics")
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("lockstep /metrics: %s", resp.Status)
-	}
 	var lines []string
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -207,4 +204,45 @@ func (l *Lockstep) MetricLines(ctx context.Context, prefix string) ([]string, er
 		}
 	}
 	return lines, sc.Err()
+}
+
+// GangsJSON is lockstep's /debug/gangs, narrowed to namespace unless it is empty.
+func (l *Lockstep) GangsJSON(ctx context.Context, namespace string) (json.RawMessage, error) {
+	resp, err := l.getDebug(ctx, "/debug/gangs?namespace="+url.QueryEscape(namespace))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var raw json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		return nil, fmt.Errorf("lockstep /debug/gangs: %w", err)
+	}
+	return raw, nil
+}
+
+// Gangs is GangsJSON decoded.
+func (l *Lockstep) Gangs(ctx context.Context, namespace string) ([]gang.GangStatus, error) {
+	raw, err := l.GangsJSON(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var list []gang.GangStatus
+	return list, json.Unmarshal(raw, &list)
+}
+
+// getDebug GETs a path of lockstep's debug address; the caller closes the body of a 200.
+func (l *Lockstep) getDebug(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.DebugURL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("lockstep %s: %s", path, resp.Status)
+	}
+	return resp, nil
 }
