@@ -11,8 +11,8 @@ import (
 // The shortlist: filter passes an ordinary GPU pod only the nodes lockstep would place it on.
 //
 // Scores are added: the scheduler sums its plugins' scores and lockstep's, and lockstep's packing
-// usually outweighs the plugins' spreading, but not always, and the scheduler spends a third of
-// its time per pod scoring every feasible node and sending them all to prioritize for a choice
+// usually outweighs the plugins' spreading, but not always, and the scheduler spends a fifth of
+// its CPU per pod scoring every feasible node and sending them all to prioritize for a choice
 // lockstep has in effect already made. Passing only the nodes lockstep ranks best (all of them
 // when they tie, for the scheduler's scores to choose among) makes packing the rule instead of the
 // usual outcome, and when one node is left the scheduler skips scoring and prioritize altogether.
