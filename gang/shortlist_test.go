@@ -78,7 +78,7 @@ func TestShortlist(t *testing.T) {
 
 // The shortlist is what prioritize ranks best: narrowing changes which nodes the scheduler
 // weighs, never which of them lockstep prefers.
-func TestShortlistIsPrioritizesBest(t *testing.T) {
+func TestShortlistIsWhatPrioritizeRanksBest(t *testing.T) {
 	e := shortlistEnv(t, testConfig())
 	for gpus := int64(1); gpus <= 8; gpus++ {
 		pod := builders.Pod("default", "p").GPU(gpus).Obj()
