@@ -33,8 +33,6 @@ func newProfiler(dir string, seconds int, apiserver *rest.Config) (*profiler, er
 	if err != nil {
 		return nil, err
 	}
-	// The profile takes its seconds to answer; the bench's client would cut it off sooner.
-	api.Timeout = 0
 	return &profiler{dir: dir, seconds: seconds, client: &http.Client{Transport: tr}, clients: map[string]*http.Client{apiserverProfile: api}}, nil
 }
 
