@@ -68,6 +68,9 @@ func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
 // filterMemberLocked decides for a gang member: rejected, waiting for its group object, free to
 // use free capacity (its gang has quorum), or admitted through its gang's reservation.
 func (m *Manager) filterMemberLocked(info *podInfo, nodes []string, fx *effects) FilterResult {
+	if m.ledger.wasDeleted(info.uid) {
+		return failAll(nodes, deletedError(info).Error())
+	}
 	p := m.ledger.upsertInfo(info)
 	g := m.ledger.gangOf(p)
 	fx.touched(g.key)

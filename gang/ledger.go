@@ -2,6 +2,7 @@ package gang
 
 import (
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,7 +25,17 @@ type ledger struct {
 	read   gangspec.Reader
 	// tiers are the network tiers nodes are grouped by (package fabric); nil for none.
 	tiers fabric.Tiers
+	// deleted remembers, for deletedFor, when the informer reported each pod gone. The scheduler
+	// can still be in a cycle for a pod when its deletion arrives, and the filter, bind or
+	// preempt call that follows carries the pod: taken in then, it would be a member no event
+	// ever removes, and its gang would wait, and hold capacity, forever.
+	deleted      map[types.UID]time.Time
+	deletedSwept time.Time
 }
+
+// deletedFor is how long a deleted pod's uid is remembered: far longer than a scheduling cycle
+// lasts, each call of which is bounded by the extender's HTTP timeout.
+const deletedFor = 5 * time.Minute
 
 type groupRules struct {
 	spec *gangspec.Spec
@@ -33,7 +44,7 @@ type groupRules struct {
 
 func newLedger(read gangspec.Reader, tiers fabric.Tiers) *ledger {
 	return &ledger{pods: map[types.UID]*podInfo{}, nodes: map[string]*nodeInfo{}, gangs: map[string]*gangInfo{},
-		groups: map[string]groupRules{}, read: read, tiers: tiers}
+		groups: map[string]groupRules{}, read: read, tiers: tiers, deleted: map[types.UID]time.Time{}}
 }
 
 func (l *ledger) node(name string) *nodeInfo {
@@ -130,7 +141,10 @@ func (l *ledger) settleSlot(p *podInfo) {
 	}
 }
 
-func (l *ledger) deletePod(uid types.UID) *podInfo {
+// deletePod forgets a pod the informer reported deleted, and remembers that it was (wasDeleted).
+func (l *ledger) deletePod(uid types.UID, now time.Time) *podInfo {
+	l.deleted[uid] = now
+	l.sweepDeleted(now)
 	p, ok := l.pods[uid]
 	if !ok {
 		return nil
@@ -139,6 +153,27 @@ func (l *ledger) deletePod(uid types.UID) *podInfo {
 	l.leaveGang(p)
 	delete(l.pods, uid)
 	return p
+}
+
+// wasDeleted reports whether the informer reported the pod deleted: a scheduler call for it is
+// late, and must not bring it back.
+func (l *ledger) wasDeleted(uid types.UID) bool {
+	_, ok := l.deleted[uid]
+	return ok
+}
+
+// sweepDeleted forgets deletions older than deletedFor. It looks at most four times per
+// deletedFor, so that a stream of deletions costs a walk of the map now and then, not each time.
+func (l *ledger) sweepDeleted(now time.Time) {
+	if now.Sub(l.deletedSwept) < deletedFor/4 {
+		return
+	}
+	l.deletedSwept = now
+	for uid, at := range l.deleted {
+		if now.Sub(at) >= deletedFor {
+			delete(l.deleted, uid)
+		}
+	}
 }
 
 // markBound records a binding lockstep made before the informer reports it, so the capacity is

@@ -207,7 +207,7 @@ func (m *Manager) DeletePod(uid types.UID) {
 }
 
 func (m *Manager) deletePodLocked(uid types.UID, fx *effects) {
-	p := m.ledger.deletePod(uid)
+	p := m.ledger.deletePod(uid, m.now())
 	if p == nil {
 		return
 	}

@@ -177,18 +177,24 @@ func (m *Manager) planPreemption(g *gangInfo, members []placement.Member) (victi
 // so lockstep's filter never saw it. A gang with no reservation is planned here as filter would
 // plan it, on free capacity, then by taking over lower-priority reservations, then by evicting
 // lower-priority pods, with no node ruled out for the member. The scheduler itself evicts nothing
-// for such a pod (see Preempt).
+// for such a pod (see Preempt). A pod deleted meanwhile is not taken back in (ledger.deleted).
 func (m *Manager) admitForPreemption(pod *corev1.Pod, ms gangspec.Membership) {
 	info := newPodInfoOf(pod, ms)
 	var fx effects
 	m.mu.Lock()
+	if !m.ledger.wasDeleted(info.uid) {
+		m.admitForPreemptionLocked(info, &fx)
+	}
+	m.mu.Unlock()
+	m.apply(&fx)
+}
+
+func (m *Manager) admitForPreemptionLocked(info *podInfo, fx *effects) {
 	p := m.ledger.upsertInfo(info)
 	if g := m.ledger.gangOf(p); g != nil && memberError(p, g) == nil && p.spec != nil &&
 		!g.satisfied(p.spec) && m.liveReservation(g.key) == nil {
 		fx.touched(g.key)
-		m.catchUpExpiryLocked(g, &fx)
-		m.applyAdmission(p, g, nil, m.admit(p, g, p.spec, nil, nil), &fx)
+		m.catchUpExpiryLocked(g, fx)
+		m.applyAdmission(p, g, nil, m.admit(p, g, p.spec, nil, nil), fx)
 	}
-	m.mu.Unlock()
-	m.apply(&fx)
 }

@@ -69,6 +69,7 @@ func newScenarioWithNodes(t *testing.T, nodes ...cluster.NodeSpec) *scenario {
 			t.Logf("lockstep log tail:\n%s", env.lockstep.Tail(6000))
 		}
 		s.deleteAllPods()
+		s.assertNothingLeftBehind()
 		bg := context.Background()
 		for _, name := range s.nodes {
 			_ = env.client.CoreV1().Nodes().Delete(bg, name, metav1.DeleteOptions{})
@@ -249,6 +250,24 @@ func (s *scenario) deleteAllPods() {
 		list, err := env.client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(list.Items) == 0, nil
 	})
+}
+
+// assertNothingLeftBehind fails the test when lockstep still counts a gang of the scenario once
+// its pods are all gone: such a gang would wait, and past the starvation threshold hold capacity,
+// for as long as lockstep runs, and the tests after this one would pay for it.
+func (s *scenario) assertNothingLeftBehind() {
+	var left []string
+	err := wait.PollUntilContextTimeout(s.ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		gangs, err := env.lockstep.Gangs(ctx, s.ns)
+		left = left[:0]
+		for _, g := range gangs {
+			left = append(left, fmt.Sprintf("%s (%s, %d members)", g.Name, g.Phase, len(g.Members)))
+		}
+		return err == nil && len(gangs) == 0, nil
+	})
+	if err != nil {
+		s.t.Errorf("lockstep still counts gangs of namespace %s, whose pods are all deleted: %s", s.ns, strings.Join(left, ", "))
+	}
 }
 
 func (s *scenario) describePods() string {
