@@ -174,25 +174,60 @@ func oneNodeHolds(in placement.Input) bool {
 	return false
 }
 
-// fullerRacksFirst breaks the planner's last ties between equally good nodes toward the
-// narrowest-tier domain with the fewest GPUs on idle nodes: a pod that must open an idle node
-// opens one where others are open already, so that racks stay whole for the gangs that need
-// one. It is the last tie-break, after the fit in GPUs and cpu: earlier, it sent pods to the
-// big-cpu nodes of busy racks, and the openb replay stopped sooner (0.85 of GPUs allocated
-// against 0.96).
+// fullerRacksFirst breaks the planner's last ties between equally good nodes by the node's
+// narrowest-tier domain (its rack, say), in two steps:
+//   - away from a domain where an idle node bigger than this one waits (as many GPUs, cpu and
+//     memory, and more of one of those): a gang with one big member needs that node and idle nodes
+//     beside it, and opening the small nodes around it strands it for such gangs;
+//   - then toward the domain with the fewest GPUs on idle nodes: a pod that must open an idle node
+//     opens one where others are open already, so that racks stay whole for the gangs that need
+//     one.
+//
+// Both come after the fit in GPUs and cpu: earlier, they sent pods to the big-cpu nodes of busy
+// racks, and the openb replay stopped sooner (0.85 of GPUs allocated against 0.96).
 func (m *Manager) fullerRacksFirst(free map[string]placement.Resources) func(string) int {
-	idleGPUs := map[string]int64{}
+	idle := map[string]*idleNodes{}
 	for name, f := range free {
-		if n := m.ledger.nodes[name]; n != nil && len(n.domains) > 0 && n.allocatable.GPU > 0 && f.GPU == n.allocatable.GPU {
-			idleGPUs[n.domains[0]] += n.allocatable.GPU
+		n := m.ledger.nodes[name]
+		if n == nil || len(n.domains) == 0 || n.allocatable.GPU <= 0 || f.GPU != n.allocatable.GPU {
+			continue
 		}
+		d := idle[n.domains[0]]
+		if d == nil {
+			d = &idleNodes{shapes: map[placement.Resources]int{}}
+			idle[n.domains[0]] = d
+		}
+		d.gpus += n.allocatable.GPU
+		d.shapes[n.allocatable]++
 	}
 	return func(node string) int {
-		if n := m.ledger.nodes[node]; n != nil && len(n.domains) > 0 {
-			return -int(idleGPUs[n.domains[0]])
+		n := m.ledger.nodes[node]
+		if n == nil || len(n.domains) == 0 || idle[n.domains[0]] == nil {
+			return 0
 		}
-		return 0
+		d := idle[n.domains[0]]
+		return -(d.biggerThan(n.allocatable)<<32 + int(d.gpus))
 	}
+}
+
+// idleNodes are one domain's idle GPU nodes, counted by shape: a cluster has few node shapes, so
+// that comparing a node with them is cheap however large the domain.
+type idleNodes struct {
+	gpus   int64
+	shapes map[placement.Resources]int
+}
+
+// biggerThan counts the idle nodes with at least node's GPUs, cpu and memory, and more cpu or
+// memory.
+func (d *idleNodes) biggerThan(node placement.Resources) int {
+	n := 0
+	for s, count := range d.shapes {
+		if s.GPU >= node.GPU && s.MilliCPU >= node.MilliCPU && s.Memory >= node.Memory &&
+			(s.MilliCPU > node.MilliCPU || s.Memory > node.Memory) {
+			n += count
+		}
+	}
+	return n
 }
 
 func oneNode(nodes []string) bool {

@@ -185,6 +185,27 @@ func TestIdleNodesOpenInTheFullerRack(t *testing.T) {
 	require.Equal(t, []string{"b1-b-1"}, e.filter(solo[0]).Feasible)
 }
 
+// Before that, a pod opens no idle node beside an idle bigger one: a gang with one big member needs
+// the big node and an idle node in the same rack, and opening the small nodes around it strands it.
+func TestIdleNodesOpenAwayFromIdleBigNodes(t *testing.T) {
+	big := builders.Node("b1-a-big").GPU(4).CPU("128").Memory("768Gi").Pods(110).Label(rackKey, "a").Label(blockKey, "b1").Obj()
+	e := tierEnv(t, rackNodes("b1", "a", 1), []*corev1.Node{big}, rackNodes("b1", "b", 3))
+	// Rack a has fewer idle GPUs (8 against 12), but its small node is the big node's partner.
+	solo := members("default", "solo", "solo", 1, 1, 4)
+	e.add(solo...)
+	e.filterOne(solo[0])
+	require.Equal(t, []string{"b1/b"}, e.racksOf("solo"))
+
+	// Then a gang of one big and one small member still finds both in rack a.
+	pair := []*corev1.Pod{
+		builders.Pod("default", "pair-0").GPU(4).CPU("100").Memory("1Gi").Gang("pair", 2).Created(t0).Obj(),
+		builders.Pod("default", "pair-1").GPU(4).CPU("1").Memory("1Gi").Gang("pair", 2).Created(t0.Add(time.Second)).Obj(),
+	}
+	e.add(pair...)
+	e.filterOne(pair[0])
+	require.Equal(t, []string{"b1/a"}, e.racksOf("pair"))
+}
+
 // A gang whose whole request one node could hold keeps the planner's own plan, even when that
 // plan spans racks: re-placed in the tightest rack, such gangs took that rack's last idle nodes,
 // the big ones (docs/packing-network.md).

@@ -83,7 +83,7 @@ func run(traceDir string, seed, fabricSeed uint64, showMisses int) error {
 	fmt.Println("  - best-fit: each member to the feasible node with the fewest free GPUs (then least free CPU, then name); lowest free indices")
 	fmt.Printf("  - lockstep+tiers: the same, with gang.Config.Tiers = %s, %s: each gang's quorum in one rack if one holds it,\n", labelRack, labelBlock)
 	fmt.Println("    else in one block (the tightest fit of each), else across the cluster; a quorum one node could hold keeps the node-level")
-	fmt.Println("    plan; ties between equal nodes go to the rack with the fewest idle GPUs; network table only")
+	fmt.Println("    plan; ties between equal nodes go to a rack with no idle bigger node, then to the one with the fewest idle GPUs;\n    network table only")
 	fmt.Println("  baselines place member by member and take the whole gang back if a member does not fit (all-or-nothing too);")
 	fmt.Println("  feasible = free GPUs >= request, free CPU, free memory, a free pod slot")
 
