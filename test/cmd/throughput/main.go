@@ -181,6 +181,9 @@ func setUp(ctx context.Context, c *cluster.Cluster, root string, o options) (*be
 	if b.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		return nil, nil, err
 	}
+	if b.api, err = newAPIMetrics(c.RESTConfig); err != nil {
+		return nil, nil, err
+	}
 	if o.profileDir != "" {
 		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
 			return nil, nil, err

@@ -38,6 +38,7 @@ type bench struct {
 	w        workload
 	stall    time.Duration
 	prof     *profiler
+	api      *apiMetrics
 	lockstep string // the lockstep binary, built at the start of the run
 	// lockstepFlags follow the Deployment's arguments (-lockstep-flags).
 	lockstepFlags []string

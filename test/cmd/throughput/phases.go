@@ -96,10 +96,10 @@ func (b *bench) scheduleAll(ctx context.Context, m mode, ls *harness.Lockstep, p
 	if err != nil {
 		return stretch{}, err
 	}
-	meter := b.meter(ls)
+	meter := b.meter(ctx, ls)
 	profiles := b.prof.start(ctx, m.key+"-"+phase, b.profileURLs(ls))
 	at, unbound := b.binds.awaitBound(ctx, names, ready, b.stall)
-	r := stretch{start: ready, end: time.Now(), at: at, unbound: unbound, cost: meter.stop(m.key, phase, len(at))}
+	r := stretch{start: ready, end: time.Now(), at: at, unbound: unbound, cost: meter.stop(ctx, m.key, phase, len(at))}
 	for _, t := range at {
 		if t.Before(r.start) {
 			r.start = t
@@ -135,18 +135,18 @@ func (b *bench) deletePods(ctx context.Context, names []string) error {
 // members back to back, and timed from the last member's Create returning to its last member
 // seen bound; then it is deleted. It returns how many pods the apiserver showed bound.
 func (b *bench) idlePhase(ctx context.Context, m mode, ls *harness.Lockstep, res *result) (int, error) {
-	meter := b.meter(ls)
+	meter := b.meter(ctx, ls)
 	bound := 0
 	for s := range b.w.idleSamples {
 		gang := b.w.idleGangName(s)
 		n, stalled, err := b.idleSample(ctx, m, ls, gang, res)
 		bound += n
 		if err != nil || stalled {
-			res.costs = append(res.costs, meter.stop(m.key, "idle", bound))
+			res.costs = append(res.costs, meter.stop(ctx, m.key, "idle", bound))
 			return bound, err
 		}
 	}
-	res.costs = append(res.costs, meter.stop(m.key, "idle", bound))
+	res.costs = append(res.costs, meter.stop(ctx, m.key, "idle", bound))
 	return bound, nil
 }
 
@@ -224,6 +224,7 @@ type cost struct {
 	pods        int
 	wall        time.Duration
 	cpu         map[string]float64
+	api         apiWork // nil when the apiserver's metrics could not be read
 }
 
 // costMeter measures a phase's cost from its start.
@@ -231,13 +232,16 @@ type costMeter struct {
 	began time.Time
 	pids  map[string]int
 	ticks map[string]int64
+	api   *apiMetrics
+	// apiBefore is the apiserver's counters at the start; nil when unread.
+	apiBefore apiWork
 }
 
 // costComponents are the processes a cost is reported for, in the table's order.
 var costComponents = []string{"scheduler", "lockstep", "kube-apiserver", "etcd", "bench client"}
 
-func (b *bench) meter(ls *harness.Lockstep) *costMeter {
-	mt := &costMeter{began: time.Now(), ticks: map[string]int64{}, pids: map[string]int{
+func (b *bench) meter(ctx context.Context, ls *harness.Lockstep) *costMeter {
+	mt := &costMeter{began: time.Now(), ticks: map[string]int64{}, api: b.api, pids: map[string]int{
 		"scheduler":      b.c.Pid(cluster.KubeScheduler),
 		"kube-apiserver": b.c.Pid(cluster.KubeAPIServer),
 		"etcd":           b.c.Pid(cluster.Etcd),
@@ -249,13 +253,30 @@ func (b *bench) meter(ls *harness.Lockstep) *costMeter {
 	for name, pid := range mt.pids {
 		mt.ticks[name] = procstat.CPUTicks(pid)
 	}
+	mt.apiBefore = mt.readAPI(ctx)
 	return mt
 }
 
-func (mt *costMeter) stop(mode, phase string, pods int) cost {
+func (mt *costMeter) stop(ctx context.Context, mode, phase string, pods int) cost {
 	c := cost{mode: mode, phase: phase, pods: pods, wall: time.Since(mt.began), cpu: map[string]float64{}}
 	for name, pid := range mt.pids {
 		c.cpu[name] = float64(procstat.CPUTicks(pid)-mt.ticks[name]) / procstat.TicksPerSecond
 	}
+	if after := mt.readAPI(ctx); after != nil && mt.apiBefore != nil {
+		c.api = after.since(mt.apiBefore)
+	}
 	return c
+}
+
+// readAPI is the apiserver's counters now, nil (and said on stderr) when unread: the table then
+// leaves the phase out rather than stop the run.
+func (mt *costMeter) readAPI(ctx context.Context) apiWork {
+	if mt.api == nil {
+		return nil
+	}
+	w, err := mt.api.read(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "throughput: reading kube-apiserver's metrics:", err)
+	}
+	return w
 }

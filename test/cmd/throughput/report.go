@@ -42,6 +42,7 @@ func printResults(out io.Writer, w workload, results []result) {
 		}
 	}
 	printCosts(out, results)
+	printAPIWork(out, results)
 	printTargets(out, w, results)
 	printProblems(out, results)
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
 	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
 
@@ -111,4 +115,38 @@ func TestPercentileAndRate(t *testing.T) {
 
 	assert.Equal(t, "50.0", perSecond(rate{bound: 100, total: 100, took: 2 * time.Second}))
 	assert.Equal(t, "40.0*", perSecond(rate{bound: 80, total: 100, took: 2 * time.Second}), "a stalled phase is marked")
+}
+
+// The apiserver's counters are summed by what tells requests apart, and a phase's work is the
+// difference of two reads.
+func TestAPIWork(t *testing.T) {
+	metrics := `# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",component="apiserver",resource="pods",subresource="binding",verb="POST",version="v1"} 7
+apiserver_request_total{code="201",component="",resource="pods",subresource="binding",verb="POST",version="v1"} 3
+apiserver_request_total{code="200",component="apiserver",resource="leases",subresource="",verb="PUT",version="v1"} 2
+# TYPE apiserver_watch_events_total counter
+apiserver_watch_events_total{group="",resource="pods",version="v1"} 40
+# TYPE go_gc_duration_seconds summary
+go_gc_duration_seconds{quantile="0.5"} 0.001
+go_gc_duration_seconds_sum 0.5
+go_gc_duration_seconds_count 12
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "/metrics", r.URL.Path)
+		_, _ = w.Write([]byte(metrics))
+	}))
+	defer srv.Close()
+	a, err := newAPIMetrics(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+	got, err := a.read(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, apiWork{
+		"request POST pods/binding 201": 10,
+		"request PUT leases 200":        2,
+		"watch events sent: pods":       40,
+		"garbage collections":           12,
+	}, got)
+	require.Equal(t, apiWork{"request POST pods/binding 201": 4}, apiWork{
+		"request POST pods/binding 201": 14, "request PUT leases 200": 2, "watch events sent: pods": 40, "garbage collections": 12,
+	}.since(got))
 }

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/rest"
+)
+
+// apiWork counts what kube-apiserver did in a phase, from its own metrics: requests by verb and
+// resource, watch events sent by kind, watchers it cut off, and garbage collections. Its CPU per
+// pod differs between modes by more than anything else in the cost table; this says on what.
+type apiWork map[string]float64
+
+// apiMetrics reads kube-apiserver's /metrics.
+type apiMetrics struct {
+	client *http.Client
+	url    string
+}
+
+func newAPIMetrics(cfg *rest.Config) (*apiMetrics, error) {
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &apiMetrics{client: client, url: strings.TrimSuffix(cfg.Host, "/") + "/metrics"}, nil
+}
+
+// read sums the counters that matter by the labels that tell them apart.
+func (a *apiMetrics) read(ctx context.Context) (apiWork, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("kube-apiserver /metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("kube-apiserver /metrics: %w", err)
+	}
+	work := apiWork{}
+	for name, fam := range families {
+		for _, m := range fam.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch name {
+			case "apiserver_request_total":
+				res := labels["resource"]
+				if sub := labels["subresource"]; sub != "" {
+					res += "/" + sub
+				}
+				work["request "+labels["verb"]+" "+res+" "+labels["code"]] += m.GetCounter().GetValue()
+			case "apiserver_watch_events_total":
+				// The label was kind before Kubernetes 1.32 and is resource since.
+				work["watch events sent: "+labels["resource"]+labels["kind"]] += m.GetCounter().GetValue()
+			case "apiserver_terminated_watchers_total":
+				work["watchers cut off: "+labels["resource"]] += m.GetCounter().GetValue()
+			case "go_gc_duration_seconds":
+				work["garbage collections"] += float64(m.GetSummary().GetSampleCount())
+			}
+		}
+	}
+	return work, nil
+}
+
+func (w apiWork) since(before apiWork) apiWork {
+	out := apiWork{}
+	for k, v := range w {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// printAPIWork is the ordinary phase's apiserver work per pod bound, mode beside mode.
+func printAPIWork(out io.Writer, results []result) {
+	var costs []cost
+	keys := map[string]bool{}
+	for _, r := range results {
+		for _, c := range r.costs {
+			if c.phase == "ordinary" && c.api != nil && c.pods > 0 {
+				costs = append(costs, c)
+				for k := range c.api {
+					keys[k] = true
+				}
+			}
+		}
+	}
+	if len(costs) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nkube-apiserver's work in the ordinary phase, per 1,000 pods bound (its /metrics; the bench's own scrapes included):")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "\t")
+	for _, c := range costs {
+		fmt.Fprintf(tw, "%s\t", c.mode)
+	}
+	fmt.Fprintln(tw)
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		fmt.Fprintf(tw, "%s\t", k)
+		for _, c := range costs {
+			fmt.Fprintf(tw, "%.0f\t", 1000*c.api[k]/float64(c.pods))
+		}
+		fmt.Fprintln(tw)
+	}
+	_ = tw.Flush()
+}
