@@ -126,6 +126,17 @@ apiserver_request_total{code="201",component="",resource="pods",subresource="bin
 apiserver_request_total{code="200",component="apiserver",resource="leases",subresource="",verb="PUT",version="v1"} 2
 # TYPE apiserver_watch_events_total counter
 apiserver_watch_events_total{group="",resource="pods",version="v1"} 40
+# TYPE apiserver_request_duration_seconds histogram
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="binding",verb="POST",le="0.2"} 5
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="binding",verb="POST",le="0.4"} 7
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="binding",verb="POST",le="1"} 9
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="binding",verb="POST",le="+Inf"} 10
+apiserver_request_duration_seconds_sum{resource="pods",subresource="binding",verb="POST"} 4
+apiserver_request_duration_seconds_count{resource="pods",subresource="binding",verb="POST"} 10
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="",verb="GET",le="1"} 0
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="",verb="GET",le="+Inf"} 1
+apiserver_request_duration_seconds_sum{resource="pods",subresource="",verb="GET"} 2
+apiserver_request_duration_seconds_count{resource="pods",subresource="",verb="GET"} 1
 # TYPE go_gc_duration_seconds summary
 go_gc_duration_seconds{quantile="0.5"} 0.001
 go_gc_duration_seconds_sum 0.5
@@ -145,6 +156,8 @@ go_gc_duration_seconds_count 12
 		"request PUT leases 200":        2,
 		"watch events sent: pods":       40,
 		"garbage collections":           12,
+		"bindings answered after 0.4s":  3,
+		"bindings answered after 1s":    1,
 	}, got)
 	require.Equal(t, apiWork{"request POST pods/binding 201": 4}, apiWork{
 		"request POST pods/binding 201": 14, "request PUT leases 200": 2, "watch events sent: pods": 40, "garbage collections": 12,
