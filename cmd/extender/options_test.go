@@ -36,9 +36,9 @@ func TestValidateBindWaitAgainstSchedulerTimeout(t *testing.T) {
 	}{
 		{name: "defaults fit kube-scheduler's 5s default", mutate: func(*options) {}, wantTimeout: 5 * time.Second},
 		{name: "bind-wait too close to the timeout", mutate: func(o *options) { o.bindWait = 4500 * time.Millisecond }, wantErr: "--bind-wait=4.5s must be at most 4s"},
-		{name: "shipped sidecar config with the shipped bind-wait", mutate: func(o *options) { o.schedulerConfig, o.bindWait = sidecarConfig, 8*time.Second }, wantTimeout: 10 * time.Second},
-		{name: "shipped profile config with the shipped bind-wait", mutate: func(o *options) { o.schedulerConfig, o.bindWait = profileConfig, 8*time.Second }, wantTimeout: 10 * time.Second},
-		{name: "shipped config read, bind-wait too long", mutate: func(o *options) { o.schedulerConfig, o.bindWait = sidecarConfig, 9500*time.Millisecond }, wantErr: "httpTimeout (10s)"},
+		{name: "shipped sidecar config with the shipped bind-wait", mutate: func(o *options) { o.schedulerConfig, o.bindWait = sidecarConfig, 25*time.Second }, wantTimeout: 30 * time.Second},
+		{name: "shipped profile config with the shipped bind-wait", mutate: func(o *options) { o.schedulerConfig, o.bindWait = profileConfig, 25*time.Second }, wantTimeout: 30 * time.Second},
+		{name: "shipped config read, bind-wait too long", mutate: func(o *options) { o.schedulerConfig, o.bindWait = sidecarConfig, 29500*time.Millisecond }, wantErr: "httpTimeout (30s)"},
 		{name: "config without httpTimeout means the scheduler's 5s", mutate: func(o *options) { o.schedulerConfig, o.bindWait = noTimeout, 8*time.Second }, wantErr: "httpTimeout (5s)"},
 		{name: "config where lockstep does not bind", mutate: func(o *options) { o.schedulerConfig = noBinder }, wantErr: "no extender with a bindVerb"},
 		{name: "config with an unknown field", mutate: func(o *options) { o.schedulerConfig = typo }, wantErr: "extenderz"},

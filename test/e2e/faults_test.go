@@ -133,7 +133,7 @@ func TestLostBindingAnswers(t *testing.T) {
 }
 
 // The load test's stall: the apiserver does not answer a binding before kube-scheduler gives up
-// on the bind call (httpTimeout 10s). lockstep must report the binding failed and must not count
+// on the bind call (httpTimeout 30s). lockstep must report the binding failed and must not count
 // the pod bound, so that the scheduler's retry binds it.
 func TestBindingThatOutlivesTheSchedulersTimeout(t *testing.T) {
 	s := newScenario(t, 1, 2)
@@ -145,10 +145,10 @@ func TestBindingThatOutlivesTheSchedulersTimeout(t *testing.T) {
 	t.Cleanup(remove)
 
 	s.create(podSpec{name: "plain", gpus: 2}.pod())
-	// The first attempt is held until kube-scheduler gives up on the bind call (10s) and lockstep's
+	// The first attempt is held until kube-scheduler gives up on the bind call (30s) and lockstep's
 	// context ends with it; a second held attempt is the scheduler's retry, so by then lockstep
 	// has answered the first call.
-	s.waitHits(held, 2, 60*time.Second)
+	s.waitHits(held, 2, 90*time.Second)
 	s.eventually(20*time.Second, "lockstep to count the binding failed", func() bool {
 		return lockstepBinds(t).Failed > before.Failed
 	})

@@ -260,7 +260,7 @@ func checkHelmDeployment(t *testing.T, r *helmRelease) {
 		"--client-ca-file=/etc/lockstep/tls/ca.crt",
 		"--debug-listen=127.0.0.1:8889",
 		"--scheduler-config=/etc/lockstep/scheduler.yaml",
-		"--bind-wait=8s",
+		"--bind-wait=25s",
 		"--leader-election-lease=" + r.ns + "/" + r.fullname,
 	}, r.sidecar.Args)
 	assert.Equal(t, r.lease(), flagValue(r.sidecar.Args, "--leader-election-lease"),
@@ -332,7 +332,7 @@ func checkHelmSchedulerConfig(t *testing.T, r *helmRelease) {
 		KeyFile:  "/etc/lockstep/scheduler-tls/tls.key",
 		CAFile:   "/etc/lockstep/scheduler-tls/ca.crt",
 	}, *ext.TLSConfig)
-	assert.Equal(t, 10*time.Second, ext.HTTPTimeout.Duration)
+	assert.Equal(t, 30*time.Second, ext.HTTPTimeout.Duration)
 	same, want := ext, shipped.Extenders[0]
 	same.URLPrefix, same.EnableHTTPS, same.TLSConfig = want.URLPrefix, want.EnableHTTPS, want.TLSConfig
 	assert.Equal(t, want, same, "verbs, weight, nodeCacheCapable, httpTimeout and ignorable as shipped")

@@ -9,7 +9,7 @@ import (
 )
 
 // startLockstep runs the lockstep binary with the shipped Deployment's arguments (the sidecar
-// configuration and --bind-wait=8s; client rate limits left at their defaults) and the admin
+// configuration and --bind-wait=25s; client rate limits left at their defaults) and the admin
 // kubeconfig, then extra, and waits until it is ready.
 func startLockstep(ctx context.Context, c *cluster.Cluster, bin, schedulerConfig string, profiling bool, extra []string) (*harness.Lockstep, error) {
 	port, err := cluster.FreePort()
@@ -20,7 +20,7 @@ func startLockstep(ctx context.Context, c *cluster.Cluster, bin, schedulerConfig
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--kubeconfig", c.AdminKubeconfig, "--scheduler-config", schedulerConfig, "--bind-wait=8s"}
+	args := []string{"--kubeconfig", c.AdminKubeconfig, "--scheduler-config", schedulerConfig, "--bind-wait=25s"}
 	if profiling {
 		args = append(args, "--profiling")
 	}

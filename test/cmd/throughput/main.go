@@ -7,7 +7,7 @@
 //     so its rates are the baseline of what binding costs without gang semantics.
 //   - lockstep: kube-scheduler with lockstep as shipped: lockstep-sidecar.yaml, and the lockstep
 //     binary built from ./cmd/extender at the start of the run, with the Deployment's arguments
-//     (--scheduler-config, --bind-wait=8s; client rate limits at their defaults).
+//     (--scheduler-config, --bind-wait=25s; client rate limits at their defaults).
 //   - coscheduling: scheduler-plugins v0.34.7's scheduler (bin/sp-scheduler, from
 //     test/tools/scheduler-plugins) with the project's sample Coscheduling profile in place of the
 //     sidecar's; gangs get PodGroups (minMember = gang size) and the pod-group label instead of

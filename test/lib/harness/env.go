@@ -103,6 +103,8 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	args := append([]string{
 		"--kubeconfig", kubeconfig,
 		"--scheduler-config", filepath.Join(root, SchedulerConfig),
+		// Shorter than the Deployment's 25s: tests whose quorum never arrives see the held binds
+		// answer sooner. Their members are created together, so they reach bind together.
 		"--bind-wait", "8s",
 		// Tests install PodGroup CRDs while lockstep runs; look for them often.
 		"--group-discovery-interval", "1s",
