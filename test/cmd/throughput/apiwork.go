@@ -17,7 +17,8 @@ import (
 )
 
 // apiWork counts what kube-apiserver did in a phase, from its own metrics: requests by verb and
-// resource, watch events sent by kind, watchers it cut off, and garbage collections. Its CPU per
+// resource, watch events sent by kind, watchers it cut off, garbage collections, and bindings it
+// answered late. Its CPU per
 // pod differs between modes by more than anything else in the cost table; this says on what.
 type apiWork map[string]float64
 
@@ -35,7 +36,7 @@ func newAPIMetrics(cfg *rest.Config) (*apiMetrics, error) {
 	return &apiMetrics{client: client, url: strings.TrimSuffix(cfg.Host, "/") + "/metrics"}, nil
 }
 
-// read sums the counters that matter by the labels that tell them apart.
+// read is the apiserver's counters now (take says which).
 func (a *apiMetrics) read(ctx context.Context) (apiWork, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url, nil)
 	if err != nil {
@@ -58,32 +59,37 @@ func (a *apiMetrics) read(ctx context.Context) (apiWork, error) {
 	work := apiWork{}
 	for name, fam := range families {
 		for _, m := range fam.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			switch name {
-			case "apiserver_request_total":
-				res := labels["resource"]
-				if sub := labels["subresource"]; sub != "" {
-					res += "/" + sub
-				}
-				work["request "+labels["verb"]+" "+res+" "+labels["code"]] += m.GetCounter().GetValue()
-			case "apiserver_watch_events_total":
-				// The label was kind before Kubernetes 1.32 and is resource since.
-				work["watch events sent: "+labels["resource"]+labels["kind"]] += m.GetCounter().GetValue()
-			case "apiserver_terminated_watchers_total":
-				work["watchers cut off: "+labels["resource"]] += m.GetCounter().GetValue()
-			case "go_gc_duration_seconds":
-				work["garbage collections"] += float64(m.GetSummary().GetSampleCount())
-			case "apiserver_request_duration_seconds":
-				if labels["verb"] == "POST" && labels["subresource"] == "binding" {
-					countSlow(work, m.GetHistogram())
-				}
-			}
+			work.take(name, m)
 		}
 	}
 	return work, nil
+}
+
+// take adds one series of the metrics that matter, keyed by the labels that tell it apart.
+func (w apiWork) take(name string, m *dto.Metric) {
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	switch name {
+	case "apiserver_request_total":
+		res := labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			res += "/" + sub
+		}
+		w["request "+labels["verb"]+" "+res+" "+labels["code"]] += m.GetCounter().GetValue()
+	case "apiserver_watch_events_total":
+		// The label was kind before Kubernetes 1.32 and is resource since.
+		w["watch events sent: "+labels["resource"]+labels["kind"]] += m.GetCounter().GetValue()
+	case "apiserver_terminated_watchers_total":
+		w["watchers cut off: "+labels["resource"]] += m.GetCounter().GetValue()
+	case "go_gc_duration_seconds":
+		w["garbage collections"] += float64(m.GetSummary().GetSampleCount())
+	case "apiserver_request_duration_seconds":
+		if labels["verb"] == "POST" && labels["subresource"] == "binding" {
+			countSlow(w, m.GetHistogram())
+		}
+	}
 }
 
 // slowAfter are the latencies a binding is counted slow past: a gang's bindings go out together,
