@@ -55,17 +55,14 @@ unit:
 # shrinking the first new input it finds instead of fuzzing.
 FUZZTIME ?= 10s
 FUZZMINIMIZETIME ?= 1s
+# package:target; hack/fuzz.sh says why it runs each one rather than go test alone.
+FUZZ_TARGETS = extender:FuzzExtenderArgs extender:FuzzExtenderArgsStdlib extender:FuzzNodeNameList \
+	extender:FuzzHostPriorities extender:FuzzFilterResult extender:FuzzHandler \
+	dialect:FuzzPodMarkers dialect:FuzzPodGroup gpu:FuzzParseAnnotation fabric:FuzzParse
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzExtenderArgs$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
-	$(GO) test -run='^$$' -fuzz='^FuzzExtenderArgsStdlib$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
-	$(GO) test -run='^$$' -fuzz='^FuzzNodeNameList$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
-	$(GO) test -run='^$$' -fuzz='^FuzzHostPriorities$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
-	$(GO) test -run='^$$' -fuzz='^FuzzFilterResult$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
-	$(GO) test -run='^$$' -fuzz='^FuzzHandler$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./extender
-	$(GO) test -run='^$$' -fuzz='^FuzzPodMarkers$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./dialect
-	$(GO) test -run='^$$' -fuzz='^FuzzPodGroup$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./dialect
-	$(GO) test -run='^$$' -fuzz='^FuzzParseAnnotation$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./gpu
-	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME) ./fabric
+	@for t in $(FUZZ_TARGETS); do \
+		GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) bash hack/fuzz.sh $${t%%:*} $${t#*:} || exit 1; \
+	done
 
 e2e: control-plane training-operator volcano helm
 	$(GO) test -race -count=1 -timeout 30m -v ./test/e2e/
