@@ -180,17 +180,8 @@ func (m *Manager) lookupPod(ctx context.Context, namespace, name string, uid typ
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	info := newPodInfo(pod, m.ledger.read)
-	if m.ledger.wasDeleted(info.uid) {
-		// The Get raced the pod's deletion, whose event lockstep has taken in since.
-		return nil, deletedError(info)
-	}
-	return m.ledger.upsertInfo(info), nil
-}
-
-// deletedError is the answer to a scheduler call for a pod deleted meanwhile.
-func deletedError(p *podInfo) error {
-	return fmt.Errorf("pod %s was deleted; lockstep no longer schedules it", p.key())
+	// The Get can race the pod's deletion, whose event lockstep may have taken in since.
+	return m.ledger.takeInFromScheduler(newPodInfo(pod, m.ledger.read))
 }
 
 // bindNow binds a pod that need not wait for anyone, with the GPUs chosen for it.

@@ -68,10 +68,10 @@ func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
 // filterMemberLocked decides for a gang member: rejected, waiting for its group object, free to
 // use free capacity (its gang has quorum), or admitted through its gang's reservation.
 func (m *Manager) filterMemberLocked(info *podInfo, nodes []string, fx *effects) FilterResult {
-	if m.ledger.wasDeleted(info.uid) {
-		return failAll(nodes, deletedError(info).Error())
+	p, err := m.ledger.takeInFromScheduler(info)
+	if err != nil {
+		return failAll(nodes, err.Error())
 	}
-	p := m.ledger.upsertInfo(info)
 	g := m.ledger.gangOf(p)
 	fx.touched(g.key)
 	if err := cmp.Or(memberError(p, g), m.tierError(p, g)); err != nil {

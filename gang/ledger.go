@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -160,6 +161,15 @@ func (l *ledger) deletePod(uid types.UID, now time.Time) *podInfo {
 func (l *ledger) wasDeleted(uid types.UID) bool {
 	_, ok := l.deleted[uid]
 	return ok
+}
+
+// takeInFromScheduler is upsertInfo for a pod a scheduler call carried (filter, bind, preempt),
+// which can come after the informer reported the pod deleted: such a pod is refused, not taken in.
+func (l *ledger) takeInFromScheduler(info *podInfo) (*podInfo, error) {
+	if l.wasDeleted(info.uid) {
+		return nil, fmt.Errorf("pod %s was deleted; lockstep no longer schedules it", info.key())
+	}
+	return l.upsertInfo(info), nil
 }
 
 // sweepDeleted forgets deletions older than deletedFor. It looks at most four times per

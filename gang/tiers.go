@@ -202,10 +202,13 @@ func (m *Manager) fullerRacksFirst(free map[string]placement.Resources) func(str
 	}
 	return func(node string) int {
 		n := m.ledger.nodes[node]
-		if n == nil || len(n.domains) == 0 || idle[n.domains[0]] == nil {
+		if n == nil || len(n.domains) == 0 {
 			return 0
 		}
 		d := idle[n.domains[0]]
+		if d == nil {
+			return 0
+		}
 		return -(d.biggerThan(n.allocatable)<<32 + int(d.gpus))
 	}
 }

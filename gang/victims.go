@@ -177,20 +177,19 @@ func (m *Manager) planPreemption(g *gangInfo, members []placement.Member) (victi
 // so lockstep's filter never saw it. A gang with no reservation is planned here as filter would
 // plan it, on free capacity, then by taking over lower-priority reservations, then by evicting
 // lower-priority pods, with no node ruled out for the member. The scheduler itself evicts nothing
-// for such a pod (see Preempt). A pod deleted meanwhile is not taken back in (ledger.deleted).
+// for such a pod (see Preempt). A pod deleted meanwhile is not taken back in (takeInFromScheduler).
 func (m *Manager) admitForPreemption(pod *corev1.Pod, ms gangspec.Membership) {
 	info := newPodInfoOf(pod, ms)
 	var fx effects
 	m.mu.Lock()
-	if !m.ledger.wasDeleted(info.uid) {
-		m.admitForPreemptionLocked(info, &fx)
+	if p, err := m.ledger.takeInFromScheduler(info); err == nil {
+		m.admitForPreemptionLocked(p, &fx)
 	}
 	m.mu.Unlock()
 	m.apply(&fx)
 }
 
-func (m *Manager) admitForPreemptionLocked(info *podInfo, fx *effects) {
-	p := m.ledger.upsertInfo(info)
+func (m *Manager) admitForPreemptionLocked(p *podInfo, fx *effects) {
 	if g := m.ledger.gangOf(p); g != nil && memberError(p, g) == nil && p.spec != nil &&
 		!g.satisfied(p.spec) && m.liveReservation(g.key) == nil {
 		fx.touched(g.key)
