@@ -364,6 +364,7 @@ func (s *fuzzScheduler) Preempt(pod *corev1.Pod, candidates map[string][]types.U
 
 func (s *fuzzScheduler) Status(string) []gang.GangStatus { return nil }
 func (s *fuzzScheduler) Nodes(bool) []gang.NodeStatus    { return nil }
+func (s *fuzzScheduler) Queues() []gang.QueueView        { return nil }
 
 // expect reads body with encoding/json as the request of the verb at path. When the scheduler
 // could have sent it, it returns a check of the answer and of what the manager was handed; nil

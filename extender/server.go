@@ -44,6 +44,7 @@ type Scheduler interface {
 	Preempt(pod *corev1.Pod, candidates map[string][]types.UID) gang.PreemptResult
 	Status(namespace string) []gang.GangStatus
 	Nodes(onlyProblems bool) []gang.NodeStatus
+	Queues() []gang.QueueView
 }
 
 // Options configure the handlers.
@@ -105,15 +106,16 @@ func NewHandler(sched Scheduler, opts Options) http.Handler {
 }
 
 // NewDebugHandler returns what people and Prometheus read: GET /debug/gangs, /debug/nodes,
-// /metrics (with a Registry), /debug/pprof/ (with Profiling), /healthz and /readyz.
+// /debug/queues, /metrics (with a Registry), /debug/pprof/ (with Profiling), /healthz and /readyz.
 func NewDebugHandler(sched Scheduler, opts Options) http.Handler {
 	s := newServer(sched, opts)
-	r := s.router("GET /debug/gangs, /debug/nodes, /metrics, /healthz and /readyz")
+	r := s.router("GET /debug/gangs, /debug/nodes, /debug/queues, /metrics, /healthz and /readyz")
 	if opts.Registry != nil {
 		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
 	}
 	r.Get("/debug/gangs", s.gangs)
 	r.Get("/debug/nodes", s.nodes)
+	r.Get("/debug/queues", s.queues)
 	if opts.Profiling {
 		r.Mount("/debug", middleware.Profiler())
 	}

@@ -35,6 +35,7 @@ type stubScheduler struct {
 	filterResult  gang.FilterResult
 	bindErr       error
 	status        []gang.GangStatus
+	queues        []gang.QueueView
 	preemptResult gang.PreemptResult
 
 	filterPods  []*corev1.Pod
@@ -98,6 +99,8 @@ func (s *stubScheduler) Preempt(pod *corev1.Pod, candidates map[string][]types.U
 	s.preempts = append(s.preempts, preemptArgs{pod.Namespace + "/" + pod.Name, candidates})
 	return s.preemptResult
 }
+
+func (s *stubScheduler) Queues() []gang.QueueView { return s.queues }
 
 func (s *stubScheduler) Nodes(onlyProblems bool) []gang.NodeStatus {
 	if onlyProblems {

@@ -34,6 +34,8 @@ type admission struct {
 	hold *reservation
 	// lacksMembers: the gang waits because too few of its members exist.
 	lacksMembers bool
+	// want, when not zero, is what the waiting gang's quorum asks: its queue is owed it (quota).
+	want placement.Resources
 }
 
 // admit decides for a member whose gang has no quorum yet, through the gang's live reservation
@@ -49,6 +51,10 @@ func (m *Manager) admit(p *podInfo, g *gangInfo, spec *gangspec.Spec, res *reser
 	if wait := m.coolDown(g, spec); wait > 0 {
 		return admission{wait: fmt.Sprintf("gang %s: its reservation timed out; it plans again in %s so that other waiting gangs get the capacity first",
 			g.key, wait.Truncate(time.Second)+time.Second)}
+	}
+	req := quorumRequests(members)
+	if why := m.queueWait(g, p, req); why != "" {
+		return admission{wait: why, want: req}
 	}
 	toPlace := planMembers(members, offered)
 	in, plan, heldBy := m.planQuorum(g, toPlace, everyOther(g.key))
@@ -67,12 +73,12 @@ func (m *Manager) admit(p *podInfo, g *gangInfo, spec *gangspec.Spec, res *reser
 	}
 	why := m.shortfall(g, in, plan, heldBy)
 	if h := m.liveHold(g.key); h != nil {
-		return admission{wait: m.holdWords(g, h, why)}
+		return admission{wait: m.holdWords(g, h, why), want: req}
 	}
 	if h := m.planHold(g, members, toPlace); h != nil {
-		return admission{wait: m.holdWords(g, h, why), hold: h}
+		return admission{wait: m.holdWords(g, h, why), hold: h, want: req}
 	}
-	return admission{wait: why}
+	return admission{wait: why, want: req}
 }
 
 // shortfall says why a quorum plan on free capacity failed: the required tier no domain holds,
@@ -161,7 +167,7 @@ func quorumMembers(p *podInfo, g *gangInfo, spec *gangspec.Spec) (members []*pod
 // holds its slot already.
 func (m *Manager) newReservation(g *gangInfo, spec *gangspec.Spec, members []*podInfo, nodes []string) *reservation {
 	now := m.now()
-	res := &reservation{gang: g.key, priority: g.priority(), created: now, expires: now.Add(m.waitingTime(spec)), done: make(chan struct{})}
+	res := &reservation{gang: g.key, priority: g.priority(), queue: members[0].queue, created: now, expires: now.Add(m.waitingTime(spec)), done: make(chan struct{})}
 	for i, q := range members {
 		s := &slot{plannedFor: q.uid, node: nodes[i], requests: q.requests, state: slotPlanned}
 		if i == 0 {
@@ -229,7 +235,11 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 		g.lackedMembers = g.lackedMembers || a.lacksMembers
 		g.turnedAway = m.now()
 		if a.hold != nil {
+			a.hold.queue = p.queue
 			m.holdLocked(g, a.hold, a.wait)
+		}
+		if !a.want.IsZero() {
+			m.wantLocked(g, p, a.want)
 		}
 		fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonGangWaiting, a.wait)
 	case a.reserve != nil:
@@ -241,6 +251,7 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 			m.book.release(h) // the quorum fits: the hold has done its job
 		}
 		m.book.add(r, r.expires.Sub(r.created))
+		m.unwantLocked(g.key)
 		// Should this reservation go without binding, the gang waits again from now.
 		g.reservation, g.timedOut, g.waitingSince, g.takenBy = r, false, r.created, ""
 		need := len(r.slots)

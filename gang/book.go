@@ -120,6 +120,24 @@ func (b *reservationBook) held(v view) (byNode, byGang map[string]placement.Reso
 	return byNode, byGang
 }
 
+// heldByQueue sums what live reservations hold per team queue: what a queue holds besides its
+// bound pods.
+func (b *reservationBook) heldByQueue() map[string]placement.Resources {
+	out := map[string]placement.Resources{}
+	for _, item := range b.cache.Items() {
+		res := item.Object.(*reservation)
+		if res.queue == "" || res.state == released {
+			continue
+		}
+		for _, s := range res.slots {
+			if s.holdsCapacity() {
+				out[res.queue] = out[res.queue].Add(s.requests)
+			}
+		}
+	}
+	return out
+}
+
 // holders names, sorted, the gangs holding capacity on a node that the view respects: the same
 // message every time, so that the scheduler folds identical node reasons and lockstep's event
 // de-duplication holds.

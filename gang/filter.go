@@ -54,6 +54,9 @@ func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
 		}
 		m.mu.RLock()
 		defer m.mu.RUnlock()
+		if why := m.ordinaryQueueWait(pod, req); why != "" {
+			return failAll(nodes, why)
+		}
 		return m.filterFree(req, above("", podPriority(pod)), nodes, sl)
 	}
 	info := newPodInfoOf(pod, ms) // pure: built before taking the lock
@@ -86,6 +89,9 @@ func (m *Manager) filterMemberLocked(info *podInfo, nodes []string, fx *effects)
 	if g.satisfied(p.spec) {
 		// Quorum is met: the rest of the gang schedules like ordinary pods, beside the quorums of
 		// waiting gangs at its priority or above (quorums before extras).
+		if why := m.podQueueWait(p); why != "" {
+			return failAll(nodes, why)
+		}
 		v := above(g.key, g.priority())
 		v.quorums, v.quorumsOf = m.protectedQuorums(g.key, g.priority())
 		return m.filterFree(p.requests, v, nodes, nil)

@@ -12,6 +12,7 @@ import (
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/quota"
 )
 
 // ledger is the cluster as lockstep counts it: every pod, what each node has and what bound pods
@@ -32,6 +33,12 @@ type ledger struct {
 	// ever removes, and its gang would wait, and hold capacity, forever.
 	deleted      map[types.UID]time.Time
 	deletedSwept time.Time
+	// quota is the team queues and what their pods use (package quota); take and release keep
+	// its use current, resolve says which queue each pod counts toward.
+	quota *quota.Book
+	// schedulable is what the known schedulable nodes have in all, unqueued what bound pods of no
+	// queue take of it: the queues share the difference.
+	schedulable, unqueued placement.Resources
 }
 
 // deletedFor is how long a deleted pod's uid is remembered: far longer than a scheduling cycle
@@ -45,7 +52,7 @@ type groupRules struct {
 
 func newLedger(read gangspec.Reader, tiers fabric.Tiers) *ledger {
 	return &ledger{pods: map[types.UID]*podInfo{}, nodes: map[string]*nodeInfo{}, gangs: map[string]*gangInfo{},
-		groups: map[string]groupRules{}, read: read, tiers: tiers, deleted: map[types.UID]time.Time{}}
+		groups: map[string]groupRules{}, read: read, tiers: tiers, deleted: map[types.UID]time.Time{}, quota: quota.NewBook()}
 }
 
 func (l *ledger) node(name string) *nodeInfo {
@@ -69,6 +76,8 @@ func (l *ledger) dropNodeIfUnused(n *nodeInfo) {
 
 func (l *ledger) upsertNode(node *corev1.Node) {
 	n := l.node(node.Name)
+	l.countSchedulable(n, -1)
+	defer l.countSchedulable(n, 1)
 	n.known = true
 	n.unschedulable = node.Spec.Unschedulable
 	n.allocatable = placement.NodeAllocatable(node)
@@ -90,6 +99,7 @@ func (l *ledger) upsertNode(node *corev1.Node) {
 
 func (l *ledger) deleteNode(name string) {
 	if n, ok := l.nodes[name]; ok {
+		l.countSchedulable(n, -1)
 		n.known = false
 		n.allocatable = placement.Resources{}
 		l.dropNodeIfUnused(n)
@@ -200,6 +210,7 @@ func (l *ledger) markBound(p *podInfo, node string, gpuIDs []int) {
 // resolve sets the rules that apply to a pod: its own, or those of the group object its markers
 // name, which may not exist yet.
 func (l *ledger) resolve(p *podInfo) {
+	defer l.resolveQueue(p)
 	p.spec, p.specErr, p.awaiting = p.inline, p.markerErr, ""
 	if p.group == "" || p.markerErr != nil {
 		return
@@ -211,6 +222,46 @@ func (l *ledger) resolve(p *podInfo) {
 	}
 	p.spec, p.specErr = r.spec, r.err
 }
+
+// resolveQueue sets the queue a pod counts toward: the one its gang's rules name, else its
+// namespace's quota, if any.
+func (l *ledger) resolveQueue(p *podInfo) {
+	var ref quota.Ref
+	if p.spec != nil {
+		ref = p.spec.Queue
+	}
+	p.queue = l.quota.Resolve(p.namespace, ref)
+}
+
+// requeueNamespace resolves again the queue of every pod of namespace, moving what bound ones
+// use: a quota made or removed there, or the namespace's default queue changed. Rare enough to
+// walk every pod.
+func (l *ledger) requeueNamespace(namespace string) {
+	for _, p := range l.pods {
+		if p.namespace == namespace {
+			l.release(p)
+			l.resolveQueue(p)
+			l.take(p)
+		}
+	}
+}
+
+// countSchedulable adds (sign 1) or takes away (-1) a node's part in what the queues share.
+func (l *ledger) countSchedulable(n *nodeInfo, sign int64) {
+	if !n.known || n.unschedulable {
+		return
+	}
+	a := n.allocatable
+	if sign < 0 {
+		l.schedulable = l.schedulable.Sub(a)
+	} else {
+		l.schedulable = l.schedulable.Add(a)
+	}
+}
+
+// queueCapacity is what the team queues share: the schedulable nodes' capacity less what pods of
+// no queue hold.
+func (l *ledger) queueCapacity() placement.Resources { return l.schedulable.Sub(l.unqueued) }
 
 // setGroup records a group object's rules (or, with ok false, that it is gone) and applies them
 // to the members of gang that name it. It returns the gang, nil when it has no members.
@@ -226,7 +277,9 @@ func (l *ledger) setGroup(key, gang string, r groupRules, ok bool) *gangInfo {
 	}
 	for _, p := range g.members {
 		if p.group == key {
+			l.release(p) // the group may name another queue
 			l.resolve(p)
+			l.take(p)
 		}
 	}
 	g.noteBound()
@@ -235,6 +288,11 @@ func (l *ledger) setGroup(key, gang string, r groupRules, ok bool) *gangInfo {
 
 func (l *ledger) take(p *podInfo) {
 	if p.holds() {
+		if p.queue != "" {
+			l.quota.Use(p.queue, p.requests)
+		} else {
+			l.unqueued = l.unqueued.Add(p.requests)
+		}
 		n := l.node(p.node)
 		n.requested = n.requested.Add(p.requests)
 		if p.deleting {
@@ -246,6 +304,11 @@ func (l *ledger) take(p *podInfo) {
 
 func (l *ledger) release(p *podInfo) {
 	if p.holds() {
+		if p.queue != "" {
+			l.quota.Unuse(p.queue, p.requests)
+		} else {
+			l.unqueued = l.unqueued.Sub(p.requests)
+		}
 		n := l.node(p.node)
 		n.requested = n.requested.Sub(p.requests)
 		if p.deleting {

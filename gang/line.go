@@ -6,11 +6,14 @@ import (
 	"time"
 
 	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/quota"
 )
 
 // The line is the order lockstep gives the gangs waiting for capacity: higher priority first,
 // then the gang that has waited longer (its oldest member was created earlier), the order
-// kube-scheduler's own queue takes pods in. It decides whose quorum the members of gangs past
+// kube-scheduler's own queue takes pods in. Where team queues are enforced, the queues' order
+// comes first (package quota: queue priority, then the queue furthest below its fair share),
+// as in Volcano, whose queues are served before the jobs inside them. It decides whose quorum the members of gangs past
 // quorum must leave room for (protectedQuorums), and /debug/gangs shows each gang's place in it.
 
 // waitingGang is a gang in the line, with the members its quorum would be planned for.
@@ -20,17 +23,20 @@ type waitingGang struct {
 	prio    int32
 	since   time.Time // the oldest member's creation
 	waiting bool      // it could be reserved now if capacity allowed: members exist and none is gated out
+	// queue is its team queue's rank; the zero rank for every gang where no queue is enforced.
+	queue quota.Rank
 }
 
 // lineLocked lists the gangs without a quorum bound and without a reservation, in line order.
 func (m *Manager) lineLocked() []waitingGang {
 	var line []waitingGang
+	rank := m.queueRanker()
 	for key, g := range m.ledger.gangs {
 		spec, _ := g.reference()
 		if spec == nil || g.satisfied(spec) || m.liveReservation(key) != nil {
 			continue
 		}
-		w := waitingGang{g: g, prio: g.priority(), since: g.oldest().created}
+		w := waitingGang{g: g, prio: g.priority(), since: g.oldest().created, queue: rank(g.oldest().queue)}
 		if first := firstUnplaced(g); first != nil {
 			w.quorum, _ = quorumMembers(first, g, spec)
 			w.waiting = w.quorum != nil
@@ -42,6 +48,9 @@ func (m *Manager) lineLocked() []waitingGang {
 }
 
 func inLineBefore(a, b waitingGang) bool {
+	if a.queue != b.queue {
+		return a.queue.Before(b.queue)
+	}
 	if a.prio != b.prio {
 		return a.prio > b.prio
 	}

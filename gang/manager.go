@@ -234,6 +234,7 @@ func (m *Manager) deletePodLocked(uid types.UID, fx *effects) {
 	}
 	if len(g.members) == 0 {
 		delete(m.ledger.gangs, key)
+		m.unwantLocked(key)
 	}
 }
 

@@ -55,6 +55,8 @@ type podInfo struct {
 	// gpuIDs are the GPU indices the pod holds on its node, from wellknown.AnnotationGPUIDs; nil
 	// when unknown.
 	gpuIDs []int
+	// queue is the key of the team queue the pod counts toward (package quota), "" for none.
+	queue string
 }
 
 func (p *podInfo) key() string { return p.namespace + "/" + p.name }

@@ -70,10 +70,12 @@ const (
 type reservation struct {
 	gang     string
 	priority int32
-	created  time.Time
-	expires  time.Time
-	slots    []*slot
-	state    reservationState
+	// queue is the key of the team queue the gang's capacity counts toward, "" for none.
+	queue   string
+	created time.Time
+	expires time.Time
+	slots   []*slot
+	state   reservationState
 	// expired tells waiters why the reservation ended without a commit.
 	expired bool
 	// yieldedTo, when set, says which higher-priority work took the reservation's capacity.

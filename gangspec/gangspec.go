@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockstep-sched/lockstep/quota"
 )
 
 // Spec is one gang's rules: how many members must be placed together, for how long lockstep
@@ -41,6 +43,10 @@ type Spec struct {
 	// Topology is what the group object asks of the network (Volcano's spec.networkTopology);
 	// a member's own annotation comes first.
 	Topology Topology
+	// Queue is the team queue the gang's group object names (Volcano's and kube-batch's
+	// spec.queue); zero when it names none, and the gang then falls under its namespace's quota,
+	// if any (package quota).
+	Queue quota.Ref
 }
 
 // Key identifies a gang: namespace/name.
@@ -146,6 +152,7 @@ var comparedFields = []comparedField{
 	{"gang group", func(s *Spec) string { return strings.Join(s.Bundle, ",") }},
 	{"match-policy", func(s *Spec) string { return string(s.Policy) }},
 	{"mode", func(s *Spec) string { return s.Mode }},
+	{"queue", func(s *Spec) string { return s.Queue.Kind + "/" + s.Queue.Name }},
 	{"network topology", func(s *Spec) string {
 		return fmt.Sprintf("%s/%d/%t/%s", s.Topology.Key, s.Topology.Tier, s.Topology.Required, strings.Join(s.Topology.Layers, "|"))
 	}},

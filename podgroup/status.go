@@ -89,17 +89,26 @@ func (s *Syncer) syncStatus(ctx context.Context, r ref) error {
 	return err
 }
 
-// queueable is Volcano's enqueue test: could the group's minResources (or, without them, its
-// members' requests) be placed on what the cluster has free, in total.
+// queueable is Volcano's enqueue test: could the group's queue take it, and could its
+// minResources (or, without them, its members' requests) be placed on what the cluster has free,
+// in total. why is the whole reason a user reads.
 func (s *Syncer) queueable(obj *unstructured.Unstructured, in statusInput) (bool, string) {
 	req, err := minResources(obj)
 	if err != nil {
-		return false, err.Error()
+		return false, "lockstep: " + err.Error()
 	}
 	if req.IsZero() && in.known {
 		req = in.standing.QuorumRequests
 	}
-	return s.manager.FitsInTotal(req)
+	if spec, err := in.api.Parse(obj); err == nil {
+		if ok, why := s.manager.QueueTakes(obj.GetNamespace(), obj.GetName(), spec.Queue, req); !ok {
+			return false, "lockstep: the group waits for its queue: " + why
+		}
+	}
+	if ok, why := s.manager.FitsInTotal(req); !ok {
+		return false, "lockstep: the group's minimum resources do not fit the cluster's free capacity: " + why
+	}
+	return true, ""
 }
 
 // minResources reads spec.minResources, a resource list.
@@ -175,7 +184,7 @@ func volcanoStatus(in statusInput, current map[string]any, now time.Time) map[st
 	case in.known && (st.Phase == gang.PhaseWaiting || st.Phase == gang.PhaseHolding || st.Phase == gang.PhaseTimedOut):
 		why = st.Reason
 	case phase == phasePending:
-		why = fmt.Sprintf("lockstep: the group's minimum resources do not fit the cluster's free capacity: %s", in.fitsWhy)
+		why = in.fitsWhy
 	}
 	out := map[string]any{"phase": phase}
 	if conditions := withCondition(current["conditions"], conditionUnschedulable, why, now); conditions != nil {

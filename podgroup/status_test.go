@@ -32,7 +32,7 @@ func TestVolcanoStatus(t *testing.T) {
 			in:   statusInput{fits: true},
 			want: map[string]any{"phase": "Inqueue"}},
 		{name: "no pods yet and the minimum does not fit: Pending, saying why",
-			in: statusInput{fitsWhy: "needs 10 nvidia.com/gpu in all; the cluster has 8 free"},
+			in: statusInput{fitsWhy: "lockstep: the group's minimum resources do not fit the cluster's free capacity: needs 10 nvidia.com/gpu in all; the cluster has 8 free"},
 			want: map[string]any{"phase": "Pending", "conditions": []any{map[string]any{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
 				"message": "lockstep: the group's minimum resources do not fit the cluster's free capacity: needs 10 nvidia.com/gpu in all; the cluster has 8 free", "lastTransitionTime": "2026-11-22T10:00:00Z"}}}},
 		{name: "members waiting: lockstep's reason",

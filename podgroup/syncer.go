@@ -28,6 +28,7 @@ import (
 	"github.com/lockstep-sched/lockstep/dialect"
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/quota"
 )
 
 // Manager is what the syncer needs of the gang manager.
@@ -36,6 +37,7 @@ type Manager interface {
 	DeleteGroup(key, namespace, name string)
 	Standing(gang string) (gang.Standing, bool)
 	FitsInTotal(req placement.Resources) (bool, string)
+	QueueTakes(namespace, name string, ref quota.Ref, req placement.Resources) (bool, string)
 }
 
 // Syncer watches the group objects and keeps their status. Create it with New, then Run it.

@@ -1,0 +1,200 @@
+package gang
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/quota"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+// This file is the gang manager's side of team queues: it tells the quota book (package quota,
+// kept in the ledger) what it counts and asks it one question before a gang's quorum is
+// reserved. Which ecosystem a queue came from it never learns.
+
+// SetQueue defines or redefines a queue or quota. The gangs waiting on it are planned again:
+// a raised limit or an opened queue may let them in.
+func (m *Manager) SetQueue(q quota.Queue) {
+	var fx effects
+	m.mu.Lock()
+	if ns := m.ledger.quota.SetQueue(q); ns != "" {
+		m.ledger.requeueNamespace(ns)
+	}
+	m.wakeQueueLocked(q.Key(), q.Key()+" was created or changed", &fx)
+	m.mu.Unlock()
+	m.apply(&fx)
+}
+
+// DeleteQueue forgets a queue; its gangs then wait for it to exist again.
+func (m *Manager) DeleteQueue(key string) {
+	var fx effects
+	m.mu.Lock()
+	if ns := m.ledger.quota.DeleteQueue(key); ns != "" {
+		m.ledger.requeueNamespace(ns)
+	}
+	m.wakeQueueLocked(key, key+" was deleted", &fx)
+	m.mu.Unlock()
+	m.apply(&fx)
+}
+
+// SetNamespaceDefault records the queue of kind that gangs of namespace go to when their group
+// names none (Volcano's namespace annotation); an empty name forgets it.
+func (m *Manager) SetNamespaceDefault(namespace, kind, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ledger.quota.SetNamespaceDefault(namespace, kind, name) {
+		m.ledger.requeueNamespace(namespace)
+	}
+}
+
+// QueueView is one queue as /debug/queues shows it and the status writers write it.
+type QueueView struct {
+	quota.Status
+	// Gangs are the queue's gangs that wait, first in line first, with why.
+	Gangs []QueueGang
+}
+
+// QueueGang is a waiting gang of a queue.
+type QueueGang struct {
+	Gang   string              `json:"gang"`
+	Asks   placement.Resources `json:"-"`
+	Reason string              `json:"reason"`
+}
+
+// Queues lists every queue lockstep knows: the defined ones and those only named by pods.
+func (m *Manager) Queues() []QueueView {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	statuses := m.ledger.quota.Statuses(m.ledger.queueCapacity(), m.book.heldByQueue())
+	out := make([]QueueView, len(statuses))
+	index := map[string]int{}
+	for i, s := range statuses {
+		out[i] = QueueView{Status: s}
+		index[s.Key] = i
+	}
+	for _, g := range m.ledger.gangs {
+		queue, asks, ok := m.ledger.quota.Wants(g.key)
+		if i, known := index[queue]; ok && known {
+			out[i].Gangs = append(out[i].Gangs, QueueGang{Gang: g.key, Asks: asks, Reason: g.lastReason})
+		}
+	}
+	for i := range out {
+		sort.Slice(out[i].Gangs, func(a, b int) bool { return out[i].Gangs[a].Gang < out[i].Gangs[b].Gang })
+	}
+	return out
+}
+
+// Queue is one queue's view; ok is false for a queue lockstep does not know.
+func (m *Manager) Queue(key string) (QueueView, bool) {
+	for _, v := range m.Queues() {
+		if v.Key == key {
+			return v, true
+		}
+	}
+	return QueueView{}, false
+}
+
+// queueOf is the queue key a gang's members count toward, "" for none.
+func (m *Manager) queueOf(p *podInfo) string { return p.queue }
+
+// queueWait asks the quota book whether the gang's quorum, asking req in all, may be admitted
+// into its queue now; "" when it may. A refused gang is recorded as waiting in its queue, so
+// that its queue's fair share counts it.
+func (m *Manager) queueWait(g *gangInfo, p *podInfo, req placement.Resources) string {
+	book := m.ledger.quota
+	if !book.Enforcing() || p.queue == "" {
+		return ""
+	}
+	why := book.Admit(quota.Question{Queue: p.queue, Gang: g.key, Request: req, Held: m.book.heldByQueue(),
+		Capacity: m.ledger.queueCapacity(), Fair: true})
+	if why != "" {
+		return fmt.Sprintf("gang %s waits for its queue: %s", g.key, why)
+	}
+	return ""
+}
+
+// podQueueWait is queueWait for one pod that needs no quorum (a member beyond its gang's
+// quorum): only the queue's hard limits and others' guarantees apply.
+func (m *Manager) podQueueWait(p *podInfo) string {
+	return m.singleQueueWait(p.namespace, p.name, p.queue, p.requests)
+}
+
+// ordinaryQueueWait is podQueueWait for an ordinary pod, which names no queue: its namespace's
+// quota, if any, applies. It only reads, under the shared lock.
+func (m *Manager) ordinaryQueueWait(pod *corev1.Pod, req placement.Resources) string {
+	if !m.ledger.quota.Enforcing() {
+		return ""
+	}
+	return m.singleQueueWait(pod.Namespace, pod.Name, m.ledger.quota.Resolve(pod.Namespace, quota.Ref{}), req)
+}
+
+func (m *Manager) singleQueueWait(namespace, name, queue string, req placement.Resources) string {
+	book := m.ledger.quota
+	if !book.Enforcing() || queue == "" {
+		return ""
+	}
+	why := book.Admit(quota.Question{Queue: queue, Request: req, Held: m.book.heldByQueue(), Capacity: m.ledger.queueCapacity()})
+	if why != "" {
+		return fmt.Sprintf("pod %s/%s waits for its queue: %s", namespace, name, why)
+	}
+	return ""
+}
+
+// wantLocked records that the gang waits for capacity with its quorum asking req, so that its
+// queue is owed a share; unwantLocked says it no longer does.
+func (m *Manager) wantLocked(g *gangInfo, p *podInfo, req placement.Resources) {
+	if m.ledger.quota.Enforcing() && p.queue != "" {
+		m.ledger.quota.Want(g.key, p.queue, req)
+	}
+}
+
+func (m *Manager) unwantLocked(gang string) { m.ledger.quota.Unwant(gang) }
+
+// wakeQueueLocked sends a waiting member of each gang waiting on queue back to filter.
+func (m *Manager) wakeQueueLocked(queue, why string, fx *effects) {
+	for _, g := range m.ledger.gangs {
+		if q, _, ok := m.ledger.quota.Wants(g.key); ok && q == queue && m.liveReservation(g.key) == nil {
+			m.wakeLocked(g, wellknown.ConditionReasonQueueChanged, why+"; gang "+g.key+" is being planned again", fx)
+		}
+	}
+}
+
+// queueRanker ranks team queues for the line, computing the shares once for all; it ranks every
+// queue alike where none is enforced.
+func (m *Manager) queueRanker() func(queue string) quota.Rank {
+	book := m.ledger.quota
+	if !book.Enforcing() {
+		return func(string) quota.Rank { return quota.Rank{} }
+	}
+	held := m.book.heldByQueue()
+	shares := book.Shares(m.ledger.queueCapacity(), held, "", placement.Resources{})
+	return func(queue string) quota.Rank { return book.Rank(queue, shares, held) }
+}
+
+// quorumRequests is what the members of a quorum ask in all.
+func quorumRequests(members []*podInfo) placement.Resources {
+	var sum placement.Resources
+	for _, q := range members {
+		sum = sum.Add(q.requests)
+	}
+	return sum
+}
+
+// QueueTakes reports whether the queue that ref names, for a gang of namespace, could take a gang
+// asking req now by its state, its limits and the others' guarantees: Volcano's enqueue test,
+// which package podgroup makes before a PodGroup goes Inqueue and its job controller creates the
+// pods. Fairness is left to admission: a gang must exist to wait its turn.
+func (m *Manager) QueueTakes(namespace, name string, ref quota.Ref, req placement.Resources) (bool, string) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	book := m.ledger.quota
+	if !book.Enforcing() {
+		return true, ""
+	}
+	why := book.Admit(quota.Question{Queue: book.Resolve(namespace, ref), Gang: namespace + "/" + name, Request: req,
+		Held: m.book.heldByQueue(), Capacity: m.ledger.queueCapacity()})
+	return why == "", why
+}

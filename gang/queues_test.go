@@ -1,0 +1,222 @@
+package gang
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/quota"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+const volcanoQueue = "Volcano Queue"
+
+// queuedGang is a Volcano gang of n one-pod members asking gpus each, whose PodGroup (told to
+// the manager) names queue; all n form its quorum.
+func (e *env) queuedGang(group, queue string, n int, gpus int64) []*corev1.Pod {
+	pods := make([]*corev1.Pod, n)
+	for i := range pods {
+		pods[i] = builders.Pod("default", fmt.Sprintf("%s-%d", group, i)).GPU(gpus).CPU("1").Memory("1Gi").
+			Annotation(wellknown.AnnotationGroupName, group).Created(t0.Add(timeSecond(i))).Obj()
+	}
+	spec := &gangspec.Spec{MinAvailable: n, Queue: quota.Ref{Kind: volcanoQueue, Name: queue, Fallback: quota.DefaultName}}
+	e.m.SetGroup(volcanoRules(group, spec, nil))
+	e.add(pods...)
+	return pods
+}
+
+// bindQuorum places and binds every member of a gang that fits, as the scheduler would.
+func (e *env) bindQuorum(pods []*corev1.Pod) {
+	e.t.Helper()
+	nodes := make([]string, len(pods))
+	for i, p := range pods {
+		nodes[i] = e.filterOne(p)
+	}
+	var held []<-chan error
+	for i, p := range pods[:len(pods)-1] {
+		held = append(held, e.bindAsync(p, nodes[i]))
+	}
+	last := len(pods) - 1
+	require.NoError(e.t, e.bind(pods[last], nodes[last]))
+	for _, h := range held {
+		require.NoError(e.t, recv(e.t, h, "held bind"))
+	}
+}
+
+// requireWaits checks that every member of the gang is turned away from every node with a reason
+// containing want.
+func (e *env) requireWaits(pods []*corev1.Pod, want string) {
+	e.t.Helper()
+	for _, p := range pods {
+		r := e.filter(p)
+		require.Empty(e.t, r.Feasible, "pod %s must wait", keyOf(p))
+		for _, why := range r.Failed {
+			require.Contains(e.t, why, want)
+		}
+	}
+}
+
+func (e *env) queueView(name string) QueueView {
+	e.t.Helper()
+	v, ok := e.m.Queue(quota.Key(volcanoQueue, name))
+	require.True(e.t, ok, "queue %s unknown", name)
+	return v
+}
+
+func gpuQueue(name string, opts ...func(*quota.Queue)) quota.Queue {
+	q := quota.Queue{Kind: volcanoQueue, Name: name, Weight: 1, State: quota.Open, Reclaimable: true}
+	for _, o := range opts {
+		o(&q)
+	}
+	return q
+}
+
+func withCapability(n int64) func(*quota.Queue) {
+	return func(q *quota.Queue) {
+		q.Capability = quota.Limit{Amount: placement.Resources{GPU: n}, Named: quota.GPU}
+	}
+}
+
+func withWeight(w int64) func(*quota.Queue) { return func(q *quota.Queue) { q.Weight = w } }
+
+// A gang whose quorum would take its queue over capability waits whole; one that fits binds, and
+// what it holds counts against the next.
+func TestQueueCapabilityHoldsGangWhole(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+	e.m.SetQueue(gpuQueue("team-a", withCapability(4)))
+
+	five := e.queuedGang("five", "team-a", 5, 1)
+	e.requireWaits(five, "gang default/five waits for its queue: Volcano Queue team-a: nvidia.com/gpu would go over its limit of 4: it holds 0 and gang default/five's quorum asks 5 more")
+	require.Error(t, e.bind(five[0], "n-0"), "no member of a waiting gang binds")
+	v := e.queueView("team-a")
+	require.Len(t, v.Gangs, 1)
+	assert.Equal(t, "default/five", v.Gangs[0].Gang)
+	assert.Equal(t, int64(5), v.Gangs[0].Asks.GPU)
+
+	four := e.queuedGang("four", "team-a", 4, 1)
+	e.bindQuorum(four)
+	v = e.queueView("team-a")
+	assert.Equal(t, int64(4), v.Used.GPU, "the bound quorum counts as used")
+	assert.Equal(t, int64(4), v.Allocated.GPU)
+
+	one := e.queuedGang("one", "team-a", 1, 1)
+	e.requireWaits(one, "it holds 4 and gang default/one's quorum asks 1 more")
+	e.requireWaits(five, "it holds 4")
+}
+
+// Capacity a reservation holds counts against the queue before anything binds: two gangs
+// filtered one after the other cannot both take a queue's last room.
+func TestQueueCountsReservationsBeforeBinding(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+	e.m.SetQueue(gpuQueue("team-a", withCapability(4)))
+	a := e.queuedGang("a", "team-a", 3, 1)
+	b := e.queuedGang("b", "team-a", 2, 1)
+	e.filterOne(a[0]) // reserves a's whole quorum
+	assert.Equal(t, int64(3), e.queueView("team-a").Held.GPU)
+	e.requireWaits(b, "it holds 3 and gang default/b's quorum asks 2 more")
+}
+
+// A closed queue takes no new gang; opened, it does, and the change wakes its waiting gang.
+func TestClosedQueueTakesNoNewGang(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	e.m.SetQueue(gpuQueue("team-a", func(q *quota.Queue) { q.State = quota.Closed }))
+	g := e.queuedGang("g", "team-a", 2, 1)
+	e.requireWaits(g, "Volcano Queue team-a is Closed: it takes no new work")
+	e.m.SetQueue(gpuQueue("team-a"))
+	e.bindQuorum(g)
+}
+
+// A queue nobody created keeps its gangs waiting with a reason that says so; the implicit default
+// queue needs no object.
+func TestMissingQueueWaitsAndDefaultNeedsNoObject(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	e.m.SetQueue(gpuQueue("team-a"))
+	e.requireWaits(e.queuedGang("lost", "nope", 1, 1), "Volcano Queue nope does not exist")
+	e.bindQuorum(e.queuedGang("plain", "", 2, 1))
+	v := e.queueView(quota.DefaultName)
+	assert.False(t, v.Defined)
+	assert.Equal(t, int64(2), v.Used.GPU)
+}
+
+// With weights 3:1 and both queues waiting, a queue at its share leaves what frees to the one
+// below it.
+func TestQueueOverItsShareLeavesFreedCapacityToTheOneBelow(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 4, 2)...)
+	e.m.SetQueue(gpuQueue("a", withWeight(3)))
+	e.m.SetQueue(gpuQueue("b", withWeight(1)))
+	var aGangs [][]*corev1.Pod
+	for i := range 3 {
+		g := e.queuedGang(fmt.Sprintf("a%d", i), "a", 2, 1)
+		e.bindQuorum(g) // alone, a may fill the idle cluster
+		aGangs = append(aGangs, g)
+	}
+	bGang := e.queuedGang("b0", "b", 2, 1)
+	aNext := e.queuedGang("a3", "a", 2, 1)
+	e.bindQuorum(bGang)                                              // 2 free, b below its share of 2
+	e.requireWaits(aNext, "2 members need 2 nvidia.com/gpu, 0 free") // nothing free at all
+
+	// One of a's gangs finishes: a is back at its share of 6 minus 2, b at its 2; a's next fits.
+	for _, p := range aGangs[0] {
+		e.m.DeletePod(p.UID)
+	}
+	bNext := e.queuedGang("b1", "b", 2, 1)
+	e.requireWaits(bNext, "Volcano Queue b is at its fair share of nvidia.com/gpu (deserves 2, holds 2)")
+	e.bindQuorum(aNext)
+	assert.Equal(t, int64(6), e.queueView("a").Allocated.GPU)
+	assert.Equal(t, int64(2), e.queueView("b").Allocated.GPU)
+}
+
+// An ordinary pod of a namespace with a quota counts against it and waits at its limit.
+func TestNamespaceQuotaHoldsOrdinaryPods(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	e.m.SetQueue(quota.Queue{Kind: "ElasticQuota", Name: "default/q", Namespace: "default", Weight: 1, State: quota.Open,
+		Capability: quota.Limit{Amount: placement.Resources{GPU: 2}, Named: quota.GPU}})
+	for i := range 2 {
+		p := builders.Pod("default", fmt.Sprintf("p-%d", i)).GPU(1).Obj()
+		e.add(p)
+		require.NoError(t, e.bind(p, e.place(p)))
+	}
+	third := builders.Pod("default", "p-2").GPU(1).Obj()
+	e.add(third)
+	r := e.filter(third)
+	require.Empty(t, r.Feasible)
+	assert.Contains(t, r.Failed["n-0"], "pod default/p-2 waits for its queue: ElasticQuota default/q: nvidia.com/gpu would go over its limit of 2: it holds 2 and the pod asks 1 more")
+	other := builders.Pod("elsewhere", "p").GPU(1).Obj()
+	e.add(other)
+	assert.NotEmpty(t, e.filter(other).Feasible, "another namespace's pods are not under the quota")
+}
+
+// Pods bound before their namespace's quota existed count toward it once it does, and stop
+// counting when it goes.
+func TestQuotaCreatedAfterItsPodsCountsThem(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	p := builders.Pod("default", "early").GPU(2).Obj()
+	e.add(p)
+	require.NoError(t, e.bind(p, e.place(p)))
+	q := quota.Queue{Kind: "ElasticQuota", Name: "default/q", Namespace: "default", Weight: 1, State: quota.Open}
+	e.m.SetQueue(q)
+	v, ok := e.m.Queue(q.Key())
+	require.True(t, ok)
+	assert.Equal(t, int64(2), v.Used.GPU)
+	e.m.DeleteQueue(q.Key())
+	_, ok = e.m.Queue(q.Key())
+	assert.False(t, ok, "a deleted quota no pod counts toward is forgotten")
+}
+
+// The namespace's default queue (Volcano's annotation) moves the use of gangs naming none.
+func TestNamespaceDefaultQueueMovesUse(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	e.m.SetQueue(gpuQueue("team-a", withCapability(2)))
+	g := e.queuedGang("g", "", 2, 1)
+	e.bindQuorum(g)
+	assert.Equal(t, int64(2), e.queueView(quota.DefaultName).Used.GPU)
+	e.m.SetNamespaceDefault("default", volcanoQueue, "team-a")
+	assert.Equal(t, int64(2), e.queueView("team-a").Used.GPU)
+	e.requireWaits(e.queuedGang("h", "", 1, 1), "Volcano Queue team-a: nvidia.com/gpu would go over its limit of 2")
+}

@@ -1,0 +1,265 @@
+package quota
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+// DefaultName is the queue a gang that names none goes to in Volcano and kube-batch. Their own
+// schedulers or charts create it; where no object defines it, lockstep takes it as open, of
+// weight 1 and unlimited, as created there, so that gangs that never heard of queues keep
+// scheduling.
+const DefaultName = "default"
+
+// Question is what the owner asks before it admits work into a queue.
+type Question struct {
+	// Queue is the key the work resolved to (Resolve); "" is no queue, always admitted.
+	Queue string
+	// Gang names the work for reasons; "" for a single pod.
+	Gang string
+	// Request is what the work would add to the queue: a gang's whole quorum, or one pod.
+	Request Resources
+	// Held is what reservations hold per queue key right now, beside the bound pods' use.
+	Held map[string]Resources
+	// Capacity is what the queues share: the cluster's schedulable capacity less what pods of no
+	// queue hold.
+	Capacity Resources
+	// Fair asks the fair-share check too: gangs ask it; a single pod, which holds nobody's
+	// quorum up, does not.
+	Fair bool
+}
+
+// Admit says why the work must wait for its queue, or "" when the queue takes it. The checks run
+// in the order a user fixes things: the queue exists and is usable, then its hard limits, then
+// what other queues are promised, then fairness.
+func (b *Book) Admit(q Question) string {
+	if !b.enforced(q.Queue) {
+		return ""
+	}
+	e := b.queues[q.Queue]
+	if e == nil || !e.defined {
+		if strings.HasSuffix(q.Queue, " "+DefaultName) {
+			return b.fair(q, nil)
+		}
+		return fmt.Sprintf("%s does not exist: create it, or name an existing queue", q.Queue)
+	}
+	for _, check := range []func(Question, *entry) string{b.usable, b.capability, b.minPool, b.guarantees} {
+		if why := check(q, e); why != "" {
+			return why
+		}
+	}
+	return b.fair(q, e)
+}
+
+func (b *Book) usable(q Question, e *entry) string {
+	if e.q.Err != nil {
+		return fmt.Sprintf("%s cannot be used: %v", e.q.Key(), e.q.Err)
+	}
+	if !e.q.takesNewGangs() {
+		return fmt.Sprintf("%s is %s: it takes no new work (what already runs in it keeps running)", e.q.Key(), e.q.State)
+	}
+	return ""
+}
+
+// allocated is what a queue holds: its bound pods and its reservations.
+func (b *Book) allocated(key string, held map[string]Resources) Resources {
+	a := held[key]
+	if e := b.queues[key]; e != nil {
+		a = a.Add(e.used)
+	}
+	return a
+}
+
+func (b *Book) capability(q Question, e *entry) string {
+	alloc := b.allocated(q.Queue, q.Held)
+	for _, res := range countedNames {
+		bit := SetOf(res)
+		if !e.q.Capability.Named.Has(bit) || q.Request.Get(res) == 0 {
+			continue
+		}
+		limit := e.q.Capability.Amount.Get(res)
+		if alloc.Get(res)+q.Request.Get(res) > limit {
+			return fmt.Sprintf("%s: %s would go over its limit of %s: it holds %s and %s asks %s more",
+				e.q.Key(), res, placement.Amount(res, limit), placement.Amount(res, alloc.Get(res)), asker(q), placement.Amount(res, q.Request.Get(res)))
+		}
+	}
+	return ""
+}
+
+// minPool is scheduler-plugins' capacity scheduling rule: its quotas together hold no more than
+// the sum of their mins, so one borrows only what another leaves of its min.
+func (b *Book) minPool(q Question, e *entry) string {
+	if !e.q.BorrowsOnlyMin {
+		return ""
+	}
+	var sumMin, sumAlloc Resources
+	for key, o := range b.queues {
+		if o.defined && o.q.BorrowsOnlyMin && o.q.Kind == e.q.Kind {
+			sumMin = sumMin.Add(o.q.Min)
+			sumAlloc = sumAlloc.Add(b.allocated(key, q.Held))
+		}
+	}
+	for _, res := range countedNames {
+		if q.Request.Get(res) > 0 && sumAlloc.Get(res)+q.Request.Get(res) > sumMin.Get(res) {
+			return fmt.Sprintf("%s: %s: the %ss together would go over the sum of their mins, %s: they hold %s and %s asks %s more",
+				e.q.Key(), res, e.q.Kind, placement.Amount(res, sumMin.Get(res)), placement.Amount(res, sumAlloc.Get(res)), asker(q), placement.Amount(res, q.Request.Get(res)))
+		}
+	}
+	return ""
+}
+
+// guarantees keeps what other queues are guaranteed and do not use out of this queue's reach.
+func (b *Book) guarantees(q Question, e *entry) string {
+	kept, keptFor := Resources{}, []string{}
+	for _, key := range b.keys() {
+		o := b.queues[key]
+		if key == q.Queue || !o.defined || o.q.Guarantee.IsZero() {
+			continue
+		}
+		unused := positive(o.q.Guarantee.Sub(b.allocated(key, q.Held)))
+		if !unused.IsZero() {
+			kept, keptFor = kept.Add(unused), append(keptFor, key)
+		}
+	}
+	if kept.IsZero() {
+		return ""
+	}
+	free := q.Capacity.Sub(b.totalAllocated(q.Held))
+	for _, res := range countedNames {
+		if need := q.Request.Get(res); need > 0 && kept.Get(res) > 0 && need > free.Get(res)-kept.Get(res) {
+			return fmt.Sprintf("%s: of the %s the queues have free, %s are kept for the guarantees of %s; %s asks %s",
+				e.q.Key(), placement.FormatQuantity(res, max(free.Get(res), 0)), placement.Amount(res, kept.Get(res)), strings.Join(keptFor, ", "),
+				asker(q), placement.Amount(res, need))
+		}
+	}
+	return ""
+}
+
+func (b *Book) totalAllocated(held map[string]Resources) Resources {
+	var sum Resources
+	for key, e := range b.queues {
+		sum = sum.Add(e.used)
+		sum = sum.Add(held[key])
+	}
+	return sum
+}
+
+// fair lets a queue past its deserved share only into capacity no other queue's waiting gang is
+// owed: a queue alone may fill the idle cluster, but once another queue waits below its share,
+// what frees up goes to that one. e is nil for an implicit default queue.
+func (b *Book) fair(q Question, e *entry) string {
+	if !q.Fair || q.Request.IsZero() {
+		return ""
+	}
+	extra := q.Request
+	if wq, wr, ok := b.Wants(q.Gang); ok && q.Gang != "" && wq == q.Queue {
+		extra = positive(extra.Sub(wr)) // its wait is counted already
+	}
+	shares := b.Shares(q.Capacity, q.Held, q.Queue, extra)
+	mine := shares[q.Queue]
+	alloc := b.allocated(q.Queue, q.Held)
+	over := false
+	for _, res := range countedNames {
+		if q.Request.Get(res) > 0 && alloc.Get(res)+q.Request.Get(res) > mine.Get(res) {
+			over = true
+		}
+	}
+	if !over {
+		return ""
+	}
+	owed, owedTo := b.owed(q, shares, priorityOf(e))
+	if owed.IsZero() {
+		return ""
+	}
+	free := q.Capacity.Sub(b.totalAllocated(q.Held))
+	for _, res := range countedNames {
+		if need := q.Request.Get(res); need > 0 && owed.Get(res) > 0 && need > free.Get(res)-owed.Get(res) {
+			return fmt.Sprintf("%s is at its fair share of %s (deserves %s, holds %s) and %s asks %s more; the %s left free are owed to the waiting gangs of %s",
+				q.Queue, res, placement.Amount(res, mine.Get(res)), placement.Amount(res, alloc.Get(res)), asker(q), placement.Amount(res, need),
+				placement.Amount(res, max(free.Get(res), 0)), strings.Join(owedTo, ", "))
+		}
+	}
+	return ""
+}
+
+// owed is what other queues' waiting gangs are owed: up to its share for a queue of the same or
+// lower priority, all it waits for (up to its capability) for a higher one, which goes first.
+func (b *Book) owed(q Question, shares map[string]Resources, priority int32) (Resources, []string) {
+	var owed Resources
+	var to []string
+	for _, key := range b.keys() {
+		o := b.queues[key]
+		if key == q.Queue || o.waiting == 0 || (o.defined && !o.q.takesNewGangs()) {
+			continue
+		}
+		alloc := b.allocated(key, q.Held)
+		limit := shares[key]
+		if o.defined && o.q.Priority > priority {
+			limit = capTo(alloc.Add(o.wanted), o.q.Capability)
+		}
+		if due := positive(minRes(limit, alloc.Add(o.wanted)).Sub(alloc)); !due.IsZero() {
+			owed, to = owed.Add(due), append(to, key)
+		}
+	}
+	return owed, to
+}
+
+func priorityOf(e *entry) int32 {
+	if e == nil {
+		return 0
+	}
+	return e.q.Priority
+}
+
+func asker(q Question) string {
+	if q.Gang != "" {
+		return "gang " + q.Gang + "'s quorum"
+	}
+	return "the pod"
+}
+
+var countedNames = []corev1.ResourceName{wellknown.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory}
+
+// SetOf is the bit of a resource name; Pods for any name quotas do not count.
+func SetOf(name corev1.ResourceName) ResourceSet {
+	switch name {
+	case wellknown.ResourceGPU:
+		return GPU
+	case corev1.ResourceCPU:
+		return CPU
+	case corev1.ResourceMemory:
+		return Memory
+	}
+	return Pods
+}
+
+func positive(r Resources) Resources {
+	return Resources{MilliCPU: max(r.MilliCPU, 0), Memory: max(r.Memory, 0), GPU: max(r.GPU, 0), Pods: max(r.Pods, 0)}
+}
+
+func minRes(a, b Resources) Resources {
+	return Resources{MilliCPU: min(a.MilliCPU, b.MilliCPU), Memory: min(a.Memory, b.Memory), GPU: min(a.GPU, b.GPU), Pods: min(a.Pods, b.Pods)}
+}
+
+// capTo limits r to the resources l names.
+func capTo(r Resources, l Limit) Resources {
+	out := r
+	if l.Named.Has(GPU) {
+		out.GPU = min(out.GPU, l.Amount.GPU)
+	}
+	if l.Named.Has(CPU) {
+		out.MilliCPU = min(out.MilliCPU, l.Amount.MilliCPU)
+	}
+	if l.Named.Has(Memory) {
+		out.Memory = min(out.Memory, l.Amount.Memory)
+	}
+	if l.Named.Has(Pods) {
+		out.Pods = min(out.Pods, l.Amount.Pods)
+	}
+	return out
+}

@@ -1,0 +1,218 @@
+package quota
+
+import (
+	"sort"
+)
+
+// Book is every queue lockstep enforces, what each holds and what its waiting gangs ask. Its
+// owner keeps it under its own lock and tells it what changes; a Book never looks anything up,
+// and its questions (Resolve, Admit, Shares, Statuses) only read it, so concurrent readers may
+// share the owner's lock.
+//
+// What a queue holds is counted in two parts, because its owner counts them apart: used, the
+// requests of its bound pods, which the owner adds and takes away as pods bind and go (Use); and
+// held, what reservations hold for its gangs right now, which the owner hands to each question
+// (a map by queue key), so that a reservation's every change need not be told. The capacity the
+// queues share comes with each question too: the owner counts nodes.
+type Book struct {
+	queues map[string]*entry
+	// defaults are the queue each namespace names for a kind (Volcano's namespace annotation).
+	defaults map[string]map[string]string
+	// namespaceQueue is the queue that applies to all of a namespace's pods (an ElasticQuota).
+	namespaceQueue map[string]string
+	// kinds counts the defined queues of each kind: a kind none is defined of is not enforced.
+	kinds map[string]int
+	// wants are the waiting gangs' quorums, by gang key.
+	wants map[string]want
+}
+
+type entry struct {
+	q       Queue
+	defined bool
+	used    Resources
+	wanted  Resources
+	waiting int
+}
+
+type want struct {
+	queue string
+	r     Resources
+}
+
+// NewBook makes an empty book: no queue, nothing enforced.
+func NewBook() *Book {
+	return &Book{queues: map[string]*entry{}, defaults: map[string]map[string]string{},
+		namespaceQueue: map[string]string{}, kinds: map[string]int{}, wants: map[string]want{}}
+}
+
+// Enforcing reports whether any queue is defined; without one every question is answered yes
+// at no cost.
+func (b *Book) Enforcing() bool { return len(b.kinds) > 0 }
+
+func (b *Book) entry(key string) *entry {
+	e, ok := b.queues[key]
+	if !ok {
+		e = &entry{}
+		b.queues[key] = e
+	}
+	return e
+}
+
+// dropIfIdle forgets an entry that is neither defined nor counts anything.
+func (b *Book) dropIfIdle(key string) {
+	if e := b.queues[key]; e != nil && !e.defined && e.used.IsZero() && e.waiting == 0 {
+		delete(b.queues, key)
+	}
+}
+
+// SetQueue defines or redefines a queue. It returns the namespace whose pods' queue may have
+// changed (a namespaced quota's), "" when none did: the owner resolves those pods again.
+func (b *Book) SetQueue(q Queue) (requeue string) {
+	e := b.entry(q.Key())
+	if !e.defined {
+		b.kinds[q.Kind]++
+	}
+	old := e.q.Namespace
+	e.q, e.defined = q, true
+	if q.Namespace != "" {
+		b.namespaceQueue[q.Namespace] = q.Key()
+	}
+	if old != "" && old != q.Namespace && b.namespaceQueue[old] == q.Key() {
+		delete(b.namespaceQueue, old)
+	}
+	return q.Namespace
+}
+
+// DeleteQueue forgets a queue's definition; what its pods use stays counted under its key. It
+// returns the namespace whose pods' queue may have changed, as SetQueue does.
+func (b *Book) DeleteQueue(key string) (requeue string) {
+	e := b.queues[key]
+	if e == nil || !e.defined {
+		return ""
+	}
+	e.defined = false
+	if b.kinds[e.q.Kind]--; b.kinds[e.q.Kind] <= 0 {
+		delete(b.kinds, e.q.Kind)
+	}
+	ns := e.q.Namespace
+	if ns != "" && b.namespaceQueue[ns] == key {
+		delete(b.namespaceQueue, ns)
+	}
+	b.dropIfIdle(key)
+	return ns
+}
+
+// SetNamespaceDefault records the queue of kind a namespace names for gangs that name none; an
+// empty name forgets it. It reports whether anything changed.
+func (b *Book) SetNamespaceDefault(namespace, kind, name string) bool {
+	if b.defaults[namespace][kind] == name {
+		return false
+	}
+	if name == "" {
+		delete(b.defaults[namespace], kind)
+		if len(b.defaults[namespace]) == 0 {
+			delete(b.defaults, namespace)
+		}
+		return true
+	}
+	if b.defaults[namespace] == nil {
+		b.defaults[namespace] = map[string]string{}
+	}
+	b.defaults[namespace][kind] = name
+	return true
+}
+
+// Resolve is the key of the queue a pod of namespace belongs to, given what its gang or its own
+// markers name (the zero Ref for nothing): the named queue, else the namespace's default of that
+// kind, else the kind's fallback; with no ref, the queue of the whole namespace, if any. "" is
+// no queue.
+func (b *Book) Resolve(namespace string, ref Ref) string {
+	if ref.IsZero() {
+		return b.namespaceQueue[namespace]
+	}
+	name := ref.Name
+	if name == "" {
+		name = b.defaults[namespace][ref.Kind]
+	}
+	if name == "" {
+		name = ref.Fallback
+	}
+	if name == "" {
+		return ""
+	}
+	return Key(ref.Kind, name)
+}
+
+// Use adds what a bound pod of the queue requests; Unuse takes it away.
+func (b *Book) Use(key string, r Resources) {
+	if key != "" {
+		e := b.entry(key)
+		e.used = e.used.Add(r)
+	}
+}
+
+func (b *Book) Unuse(key string, r Resources) {
+	if e := b.queues[key]; e != nil {
+		e.used = e.used.Sub(r)
+		b.dropIfIdle(key)
+	}
+}
+
+// Want records that gang waits for capacity with a quorum of r in queue key, replacing what it
+// wanted before; Unwant says it no longer waits. What queues' gangs wait for shapes their share.
+func (b *Book) Want(gang, key string, r Resources) {
+	b.Unwant(gang)
+	if key == "" {
+		return
+	}
+	e := b.entry(key)
+	e.wanted, e.waiting = e.wanted.Add(r), e.waiting+1
+	b.wants[gang] = want{key, r}
+}
+
+func (b *Book) Unwant(gang string) {
+	w, ok := b.wants[gang]
+	if !ok {
+		return
+	}
+	delete(b.wants, gang)
+	if e := b.queues[w.queue]; e != nil {
+		e.wanted, e.waiting = e.wanted.Sub(w.r), e.waiting-1
+		b.dropIfIdle(w.queue)
+	}
+}
+
+// Wants reports the queue and quorum gang was last recorded waiting with.
+func (b *Book) Wants(gang string) (queue string, r Resources, ok bool) {
+	w, ok := b.wants[gang]
+	return w.queue, w.r, ok
+}
+
+// enforced reports whether a queue key is checked at all: only queues of a kind some queue is
+// defined of are. A cluster that installed Volcano's CRDs but made no Queue keeps scheduling
+// Volcano's gangs as before.
+func (b *Book) enforced(key string) bool {
+	if key == "" {
+		return false
+	}
+	e := b.queues[key]
+	if e != nil && e.defined {
+		return true
+	}
+	for kind := range b.kinds {
+		if len(key) > len(kind) && key[:len(kind)] == kind && key[len(kind)] == ' ' {
+			return true
+		}
+	}
+	return false
+}
+
+// keys lists the queue keys in a stable order, for shares and views.
+func (b *Book) keys() []string {
+	keys := make([]string, 0, len(b.queues))
+	for k := range b.queues {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,223 @@
+package quota
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const volcano = "Volcano Queue"
+
+func gpus(n int64) Resources { return Resources{GPU: n} }
+
+// vq is a Volcano-style queue; change it with the options.
+func vq(name string, opts ...func(*Queue)) Queue {
+	q := Queue{Kind: volcano, Name: name, Weight: 1, State: Open, Reclaimable: true}
+	for _, o := range opts {
+		o(&q)
+	}
+	return q
+}
+
+func capGPU(n int64) func(*Queue) {
+	return func(q *Queue) { q.Capability = Limit{Amount: gpus(n), Named: GPU} }
+}
+func guarantee(n int64) func(*Queue) { return func(q *Queue) { q.Guarantee = gpus(n) } }
+func weight(w int64) func(*Queue)    { return func(q *Queue) { q.Weight = w } }
+func state(s State) func(*Queue)     { return func(q *Queue) { q.State = s } }
+func priority(p int32) func(*Queue)  { return func(q *Queue) { q.Priority = p } }
+
+// world is a book's state: queues, what each queue's bound pods use, and waiting gangs.
+type world struct {
+	queues  []Queue
+	used    map[string]int64 // queue name -> GPUs bound
+	waiting map[string]int64 // queue name -> GPUs a gang of it waits for ("gang-<name>")
+}
+
+func (w world) book() *Book {
+	b := NewBook()
+	for _, q := range w.queues {
+		b.SetQueue(q)
+	}
+	for name, n := range w.used {
+		b.Use(Key(volcano, name), gpus(n))
+	}
+	for name, n := range w.waiting {
+		b.Want("ns/waiting-"+name, Key(volcano, name), gpus(n))
+	}
+	return b
+}
+
+func TestAdmitGangWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		world world
+		queue string
+		asks  int64
+		held  map[string]Resources
+		// want is a part of the reason, "" for admitted.
+		want string
+	}{
+		{name: "within capability", world: world{queues: []Queue{vq("a", capGPU(4))}}, queue: "a", asks: 4},
+		{
+			name: "the whole quorum over capability waits", world: world{queues: []Queue{vq("a", capGPU(4))}}, queue: "a", asks: 5,
+			want: "Volcano Queue a: nvidia.com/gpu would go over its limit of 4: it holds 0 and gang ns/g's quorum asks 5 more",
+		},
+		{
+			name: "bound pods count", world: world{queues: []Queue{vq("a", capGPU(4))}, used: map[string]int64{"a": 3}}, queue: "a", asks: 2,
+			want: "it holds 3 and gang ns/g's quorum asks 2 more",
+		},
+		{
+			name: "reservations count", world: world{queues: []Queue{vq("a", capGPU(4))}}, queue: "a", asks: 2,
+			held: map[string]Resources{Key(volcano, "a"): gpus(3)}, want: "it holds 3",
+		},
+		{
+			name:  "a resource the capability does not name is unlimited",
+			world: world{queues: []Queue{vq("a", func(q *Queue) { q.Capability = Limit{Amount: Resources{MilliCPU: 1000}, Named: CPU} })}},
+			queue: "a", asks: 100,
+		},
+		{name: "closed", world: world{queues: []Queue{vq("a", state(Closed))}}, queue: "a", asks: 1, want: "Volcano Queue a is Closed: it takes no new work"},
+		{name: "closing", world: world{queues: []Queue{vq("a", state(Closing))}}, queue: "a", asks: 1, want: "is Closing"},
+		{
+			name: "unusable object", world: world{queues: []Queue{vq("a", func(q *Queue) { q.Err = errors.New("spec.weight: bad") })}},
+			queue: "a", asks: 1, want: "Volcano Queue a cannot be used: spec.weight: bad",
+		},
+		{name: "missing queue", world: world{queues: []Queue{vq("a")}}, queue: "nope", asks: 1, want: "Volcano Queue nope does not exist"},
+		{name: "the default queue needs no object", world: world{queues: []Queue{vq("a")}}, queue: DefaultName, asks: 1},
+		{
+			name:  "an idle queue's guarantee is kept",
+			world: world{queues: []Queue{vq("a"), vq("b", guarantee(4))}}, queue: "a", asks: 6,
+			want: "of the 8 nvidia.com/gpu the queues have free, 4 are kept for the guarantees of Volcano Queue b; gang ns/g's quorum asks 6",
+		},
+		{name: "the rest of the cluster is free beside a guarantee", world: world{queues: []Queue{vq("a"), vq("b", guarantee(4))}}, queue: "a", asks: 4},
+		{
+			name:  "a used guarantee keeps nothing more",
+			world: world{queues: []Queue{vq("a"), vq("b", guarantee(4))}, used: map[string]int64{"b": 4}}, queue: "a", asks: 4,
+		},
+		{name: "the queue's own guarantee is its own", world: world{queues: []Queue{vq("a", guarantee(8))}}, queue: "a", asks: 8},
+		{name: "alone, a queue may fill the idle cluster", world: world{queues: []Queue{vq("a", weight(1)), vq("b", weight(3))}}, queue: "a", asks: 8},
+		{
+			name:  "over its share, a queue may not take what a waiting queue is owed",
+			world: world{queues: []Queue{vq("a", weight(3)), vq("b", weight(1))}, used: map[string]int64{"a": 6}, waiting: map[string]int64{"b": 2}},
+			queue: "a", asks: 1,
+			want: "Volcano Queue a is at its fair share of nvidia.com/gpu (deserves 6, holds 6) and gang ns/g's quorum asks 1 more; the 2 left free are owed to the waiting gangs of Volcano Queue b",
+		},
+		{
+			name:  "below its share, a queue takes what frees",
+			world: world{queues: []Queue{vq("a", weight(3)), vq("b", weight(1))}, used: map[string]int64{"a": 6}, waiting: map[string]int64{"b": 2}},
+			queue: "b", asks: 2,
+		},
+		{
+			name:  "beyond what others are owed, a queue over its share still fills idle capacity",
+			world: world{queues: []Queue{vq("a", weight(3)), vq("b", weight(1))}, used: map[string]int64{"a": 4}, waiting: map[string]int64{"b": 1}},
+			queue: "a", asks: 3,
+		},
+		{
+			name: "a higher-priority queue is owed all it waits for",
+			world: world{queues: []Queue{vq("a", weight(3)), vq("b", weight(1), priority(10))}, used: map[string]int64{"a": 6},
+				waiting: map[string]int64{"b": 6}},
+			queue: "a", asks: 1, want: "owed to the waiting gangs of Volcano Queue b",
+		},
+		{
+			name:  "a closed queue is owed nothing",
+			world: world{queues: []Queue{vq("a", weight(1)), vq("b", weight(3), state(Closed))}, used: map[string]int64{"a": 6}, waiting: map[string]int64{"b": 2}},
+			queue: "a", asks: 2,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.world.book()
+			got := b.Admit(Question{Queue: Key(volcano, tc.queue), Gang: "ns/g", Request: gpus(tc.asks), Held: tc.held, Capacity: gpus(8), Fair: true})
+			if tc.want == "" {
+				assert.Empty(t, got)
+			} else {
+				assert.Contains(t, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNoQueueOfAKindMeansNothingIsEnforced(t *testing.T) {
+	b := NewBook()
+	assert.False(t, b.Enforcing())
+	assert.Empty(t, b.Admit(Question{Queue: Key(volcano, "team-a"), Request: gpus(100), Capacity: gpus(8), Fair: true}),
+		"a cluster with Volcano's CRDs and no Queue schedules Volcano's gangs as before")
+	b.SetQueue(Queue{Kind: "ElasticQuota", Name: "ns/q", Namespace: "ns"})
+	assert.Empty(t, b.Admit(Question{Queue: Key(volcano, "team-a"), Request: gpus(1), Capacity: gpus(8)}), "another kind's queues do not make this kind's enforced")
+}
+
+func TestMinPoolBorrowsOnlyOthersUnusedMin(t *testing.T) {
+	// scheduler-plugins capacity scheduling: the quotas together stay within the sum of mins.
+	eq := func(ns string, min, max int64) Queue {
+		return Queue{Kind: "ElasticQuota", Name: ns + "/quota", Namespace: ns, Weight: 1, State: Open, Min: gpus(min),
+			Capability: Limit{Amount: gpus(max), Named: GPU}, BorrowsOnlyMin: true}
+	}
+	b := NewBook()
+	b.SetQueue(eq("a", 2, 6))
+	b.SetQueue(eq("b", 2, 6))
+	a, bq := Key("ElasticQuota", "a/quota"), Key("ElasticQuota", "b/quota")
+	assert.Equal(t, a, b.Resolve("a", Ref{}), "an ElasticQuota applies to its namespace's pods")
+	ask := func(key string, n int64) string {
+		return b.Admit(Question{Queue: key, Request: gpus(n), Capacity: gpus(16)})
+	}
+	assert.Empty(t, ask(a, 4), "a borrows b's unused min")
+	b.Use(a, gpus(4))
+	assert.Contains(t, ask(a, 1), "the ElasticQuotas together would go over the sum of their mins, 4: they hold 4 and the pod asks 1 more")
+	assert.Contains(t, ask(bq, 1), "sum of their mins", "b's min is lent out until a gives it back")
+	b.Unuse(a, gpus(2))
+	assert.Empty(t, ask(bq, 2))
+}
+
+func TestResolveFollowsRefThenNamespaceDefaultThenFallback(t *testing.T) {
+	b := NewBook()
+	ref := Ref{Kind: volcano, Fallback: DefaultName}
+	assert.Equal(t, "Volcano Queue default", b.Resolve("ns", ref))
+	assert.True(t, b.SetNamespaceDefault("ns", volcano, "team-a"))
+	assert.False(t, b.SetNamespaceDefault("ns", volcano, "team-a"), "no change")
+	assert.Equal(t, "Volcano Queue team-a", b.Resolve("ns", ref))
+	assert.Equal(t, "Volcano Queue default", b.Resolve("other", ref))
+	ref.Name = "team-b"
+	assert.Equal(t, "Volcano Queue team-b", b.Resolve("ns", ref), "the group's own spec.queue comes first")
+	assert.True(t, b.SetNamespaceDefault("ns", volcano, ""))
+	assert.Equal(t, "Volcano Queue default", b.Resolve("ns", Ref{Kind: volcano, Fallback: DefaultName}))
+	assert.Equal(t, "", b.Resolve("ns", Ref{}), "no ref and no namespace quota: no queue")
+}
+
+func TestWantsShapeSharesAndAreForgotten(t *testing.T) {
+	b := world{queues: []Queue{vq("a", weight(3)), vq("b", weight(1))}, used: map[string]int64{"a": 8}}.book()
+	capacity := gpus(8)
+	shares := b.Shares(capacity, nil, "", Resources{})
+	assert.Equal(t, int64(8), shares[Key(volcano, "a")].GPU, "b waits for nothing: a deserves all it holds")
+	b.Want("ns/g1", Key(volcano, "b"), gpus(4))
+	b.Want("ns/g1", Key(volcano, "b"), gpus(4)) // told twice: counted once
+	shares = b.Shares(capacity, nil, "", Resources{})
+	assert.Equal(t, int64(6), shares[Key(volcano, "a")].GPU)
+	assert.Equal(t, int64(2), shares[Key(volcano, "b")].GPU)
+	st, ok := b.Status(Key(volcano, "b"), capacity, nil)
+	require.True(t, ok)
+	assert.Equal(t, 1, st.Waiting)
+	assert.Equal(t, gpus(4), st.Wanted)
+	b.Unwant("ns/g1")
+	st, _ = b.Status(Key(volcano, "b"), capacity, nil)
+	assert.Equal(t, 0, st.Waiting)
+	assert.True(t, st.Wanted.IsZero())
+}
+
+func TestRankPutsTheQueueFurthestBelowItsShareFirst(t *testing.T) {
+	b := world{queues: []Queue{vq("a", weight(1)), vq("b", weight(1)), vq("c", priority(5))},
+		used: map[string]int64{"a": 4, "b": 1}, waiting: map[string]int64{"a": 2, "b": 2, "c": 1}}.book()
+	held := map[string]Resources{}
+	shares := b.Shares(gpus(10), held, "", Resources{})
+	ra, rb, rc := b.Rank(Key(volcano, "a"), shares, held), b.Rank(Key(volcano, "b"), shares, held), b.Rank(Key(volcano, "c"), shares, held)
+	assert.True(t, rb.Before(ra), "b holds less of its share than a: %+v %+v", rb, ra)
+	assert.True(t, rc.Before(rb), "a higher queue priority goes first")
+}
+
+func TestDeletedQueueKeepsItsUseUntilPodsGo(t *testing.T) {
+	b := world{queues: []Queue{vq("a", capGPU(4)), vq("b")}, used: map[string]int64{"a": 3}}.book()
+	b.DeleteQueue(Key(volcano, "a"))
+	assert.Contains(t, b.Admit(Question{Queue: Key(volcano, "a"), Request: gpus(1), Capacity: gpus(8)}), "does not exist")
+	b.SetQueue(vq("a", capGPU(4)))
+	assert.Contains(t, b.Admit(Question{Queue: Key(volcano, "a"), Request: gpus(2), Capacity: gpus(8)}), "it holds 3", "recreated, it finds its pods' use")
+}

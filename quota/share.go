@@ -1,0 +1,103 @@
+package quota
+
+import "sort"
+
+// Claim is one queue's part in dividing one resource: its weight and the bounds of its share.
+type Claim struct {
+	Weight int64
+	// Floor is what the queue deserves whatever the others ask (its guarantee or min), Ceiling
+	// the most it can use (what it asks, capped by its capability). A floor above the ceiling
+	// wins: a guarantee is deserved even while the queue asks less.
+	Floor, Ceiling int64
+}
+
+// Share divides total among claims by weighted water-filling, Volcano proportion's rule: every
+// queue gets the same amount per unit of weight, none below its floor nor above its ceiling, and
+// what a queue cannot use goes to the others. Example: 12 GPUs, A (weight 1) asks 10 and B
+// (weight 2) asks 3: B's 8 by weight is more than it asks, so B gets 3 and A the other 9.
+//
+// When even the floors exceed total, each queue gets its floor: guarantees are promises, and the
+// admission check, not the share, says no to what cannot be held.
+func Share(total int64, claims []Claim) []int64 {
+	out := make([]int64, len(claims))
+	var sumLo, sumHi int64
+	for i, c := range claims {
+		lo, hi := c.bounds()
+		out[i] = lo
+		sumLo += lo
+		sumHi += hi
+	}
+	if sumLo >= total {
+		return out
+	}
+	if sumHi <= total {
+		for i, c := range claims {
+			_, out[i] = c.bounds()
+		}
+		return out
+	}
+	level := waterLevel(total, claims)
+	given := int64(0)
+	for i, c := range claims {
+		out[i] = c.at(level)
+		given += out[i]
+	}
+	spreadRemainder(total-given, level, claims, out)
+	return out
+}
+
+// bounds are the claim's floor and ceiling with a floor above the ceiling winning.
+func (c Claim) bounds() (lo, hi int64) {
+	lo, hi = max(c.Floor, 0), max(c.Ceiling, 0)
+	return lo, max(lo, hi)
+}
+
+// at is the claim's share when every queue is filled to level per unit of weight.
+func (c Claim) at(level float64) int64 {
+	lo, hi := c.bounds()
+	v := int64(level * float64(max(c.Weight, 1)))
+	return min(max(v, lo), hi)
+}
+
+// waterLevel finds, by bisection, the amount per unit of weight at which the claims add up to
+// total. Sixty halvings take any int64 range below one unit.
+func waterLevel(total int64, claims []Claim) float64 {
+	lo, hi := 0.0, 0.0
+	for _, c := range claims {
+		_, ceil := c.bounds()
+		hi = max(hi, float64(ceil)/float64(max(c.Weight, 1)))
+	}
+	for range 60 {
+		mid := (lo + hi) / 2
+		sum := int64(0)
+		for _, c := range claims {
+			sum += c.at(mid)
+		}
+		if sum <= total {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// spreadRemainder hands out, one unit each, what rounding down left over: to the queues still
+// below their ceiling, the heaviest first, so that 3 GPUs between weights 1 and 1 give 2 and 1
+// rather than 1 and 1.
+func spreadRemainder(left int64, level float64, claims []Claim, out []int64) {
+	order := make([]int, 0, len(claims))
+	for i, c := range claims {
+		if _, hi := c.bounds(); out[i] < hi && float64(out[i]) >= level*float64(max(c.Weight, 1))-1 {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return claims[order[a]].Weight > claims[order[b]].Weight })
+	for _, i := range order {
+		if left <= 0 {
+			return
+		}
+		out[i]++
+		left--
+	}
+}
