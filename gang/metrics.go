@@ -2,6 +2,8 @@ package gang
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lockstep-sched/lockstep/placement"
 )
 
 // Metrics are the gang manager's Prometheus series. A nil *Metrics records nothing, which keeps
@@ -119,6 +121,11 @@ var (
 	gangsDesc = prometheus.NewDesc("lockstep_gangs", "Gangs lockstep knows, by phase.", []string{"phase"}, nil)
 	slotsDesc = prometheus.NewDesc("lockstep_reservations_held", "Member places held in live gang reservations.", nil, nil)
 	gpusDesc  = prometheus.NewDesc("lockstep_reserved_gpus", "GPUs held in live gang reservations.", nil, nil)
+
+	queueLabels       = []string{"queue", "resource"}
+	queueAllocDesc    = prometheus.NewDesc("lockstep_queue_allocated", "What a team queue's bound pods and gang reservations hold, by queue and resource (cpu in cores, memory in bytes).", queueLabels, nil)
+	queueDeservedDesc = prometheus.NewDesc("lockstep_queue_deserved", "A team queue's fair share of the capacity the queues share, by queue and resource.", queueLabels, nil)
+	queueWaitingDesc  = prometheus.NewDesc("lockstep_queue_waiting_gangs", "Gangs of a team queue waiting for capacity or for the queue.", []string{"queue"}, nil)
 )
 
 type gangCollector struct{ m *Manager }
@@ -127,6 +134,9 @@ func (c *gangCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- gangsDesc
 	ch <- slotsDesc
 	ch <- gpusDesc
+	ch <- queueAllocDesc
+	ch <- queueDeservedDesc
+	ch <- queueWaitingDesc
 }
 
 func (c *gangCollector) Collect(ch chan<- prometheus.Metric) {
@@ -146,4 +156,21 @@ func (c *gangCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(slots))
 	ch <- prometheus.MustNewConstMetric(gpusDesc, prometheus.GaugeValue, float64(gpus))
+	for _, q := range c.m.Queues() {
+		ch <- prometheus.MustNewConstMetric(queueWaitingDesc, prometheus.GaugeValue, float64(q.Waiting), q.Key)
+		for _, r := range queueResources {
+			ch <- prometheus.MustNewConstMetric(queueAllocDesc, prometheus.GaugeValue, r.value(q.Allocated), q.Key, r.name)
+			ch <- prometheus.MustNewConstMetric(queueDeservedDesc, prometheus.GaugeValue, r.value(q.Deserved), q.Key, r.name)
+		}
+	}
+}
+
+// queueResources are the resources queue series are kept for, in Prometheus' base units.
+var queueResources = []struct {
+	name  string
+	value func(placement.Resources) float64
+}{
+	{"nvidia.com/gpu", func(r placement.Resources) float64 { return float64(r.GPU) }},
+	{"cpu", func(r placement.Resources) float64 { return float64(r.MilliCPU) / 1000 }},
+	{"memory", func(r placement.Resources) float64 { return float64(r.Memory) }},
 }

@@ -98,6 +98,7 @@ func TestQueueCapabilityHoldsGangWhole(t *testing.T) {
 	require.Len(t, v.Gangs, 1)
 	assert.Equal(t, "default/five", v.Gangs[0].Gang)
 	assert.Equal(t, int64(5), v.Gangs[0].Asks.GPU)
+	assert.Equal(t, "Volcano Queue team-a", e.status("default", "five").Queue, "/debug/gangs names the gang's queue")
 
 	four := e.queuedGang("four", "team-a", 4, 1)
 	e.bindQuorum(four)

@@ -46,6 +46,8 @@ type GangStatus struct {
 	// Priority is the members' spec.priority.
 	Priority int32 `json:"priority"`
 	Phase    Phase `json:"phase"`
+	// Queue is the team queue the gang counts toward ("Volcano Queue team-a"), if any.
+	Queue string `json:"queue,omitempty"`
 	// Topology is what the members ask of the network ("required example.com/rack"), if anything.
 	Topology string `json:"topology,omitempty"`
 	// Domains are, per network tier, the domains the gang's bound and reserved members are in.
@@ -125,6 +127,9 @@ func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
 		st.Source, st.MinAvailable, st.TotalNumber = spec.Source, spec.MinAvailable, spec.TotalNumber
 		st.TaskQuorums, st.Group, st.MatchPolicy, st.Mode = spec.TaskQuorums(), spec.Bundle, string(spec.Policy), spec.Mode
 		st.WaitingTime = m.waitingTime(spec).String()
+	}
+	if oldest := g.oldest(); oldest != nil {
+		st.Queue = oldest.queue
 	}
 	res := m.book.live(g.key)
 	st.Phase = phaseOf(g, spec, res)
