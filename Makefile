@@ -58,7 +58,7 @@ FUZZMINIMIZETIME ?= 1s
 # package:target; hack/fuzz.sh says why it runs each one rather than go test alone.
 FUZZ_TARGETS = extender:FuzzExtenderArgs extender:FuzzExtenderArgsStdlib extender:FuzzNodeNameList \
 	extender:FuzzHostPriorities extender:FuzzFilterResult extender:FuzzHandler \
-	dialect:FuzzPodMarkers dialect:FuzzPodGroup gpu:FuzzParseAnnotation fabric:FuzzParse
+	dialect:FuzzPodMarkers dialect:FuzzPodGroup dialect:FuzzQueue gpu:FuzzParseAnnotation fabric:FuzzParse
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) bash hack/fuzz.sh $${t%%:*} $${t#*:} || exit 1; \

@@ -2,11 +2,14 @@
 // jobs schedule all-or-nothing under lockstep without an edit: Koordinator's annotations and
 // PodGroups, the lightweight labels Alibaba ACK's Arena writes, scheduler-plugins' coscheduling
 // PodGroups (Kubeflow's training-operator and MPI operator), Volcano's and kube-batch's PodGroups,
-// and Kueue's plain pod groups.
+// and Kueue's plain pod groups. It reads their team queues too: Volcano's and kube-batch's Queues
+// and scheduler-plugins' ElasticQuotas.
 //
 // It owns the translation only: pod markers to a gangspec.Membership (Pods), group objects to a
-// gangspec.Spec (API.Parse, and Choose where objects share a name), and which group-object APIs exist (APIs). It holds no state and
-// talks to no apiserver; package podgroup watches the objects and writes their status, and
-// package gang never learns which ecosystem a spec came from. docs/dialects.md is the reference
+// gangspec.Spec (API.Parse, and Choose where objects share a name), queue objects to a
+// quota.Queue (QueueAPI.Parse, and ChooseQueue and AloneInNamespace where objects collide), and
+// which APIs exist (APIs, QueueAPIs). It holds no state and talks to no apiserver; packages
+// podgroup and tenancy watch the objects and write their status, and package gang never learns
+// which ecosystem a spec or a queue came from. docs/dialects.md is the reference
 // for users: every key, the precedence between dialects, and what each field does.
 package dialect

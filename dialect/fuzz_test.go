@@ -13,10 +13,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/quota"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -438,7 +442,9 @@ func FuzzPodGroup(f *testing.F) {
 		{api: Volcano, spec: `{"minMember":4,"networkTopology":{"highestTierName":7}}`},
 		{api: Volcano, spec: `{"minMember":4,"networkTopology":"rack"}`},
 		{api: KubeBatch, spec: `{"minMember":3,"minTaskMember":{"ps":1},"scheduleTimeoutSeconds":5}`},
-		{api: KubeBatchV1alpha2, spec: `{"minMember":3}`},
+		{api: KubeBatchV1alpha2, spec: `{"minMember":3,"queue":"research"}`},
+		{api: KubeBatchV1alpha2, spec: `{"minMember":3,"queue":7}`},
+		{api: Volcano, spec: `{"minMember":3,"queue":null}`},
 		{api: KubeBatchV1alpha2, spec: `{}`},
 		{api: Koordinator, spec: `{"minMember":2,"scheduleTimeoutSeconds":30}`, annotations: map[string]string{
 			wellknown.AnnotationGangGroups: `["team-a/job-1","team-a/ps"]`, wellknown.AnnotationGangMode: "NonStrict", wellknown.AnnotationGangTotalNumber: "3"}},
@@ -505,6 +511,7 @@ func FuzzPodGroup(f *testing.F) {
 			require.Empty(t, got.Mode)
 			require.Equal(t, gangspec.WaitingAndRunning, got.Policy)
 		}
+		checkQueueRef(t, api, fields, got.Queue)
 		if reads["spec.networkTopology"] && (got.Topology.Tier != 0 || got.Topology.Key != "") {
 			nt := fields["networkTopology"].(map[string]any)
 			require.Equal(t, nt["mode"] != "soft", got.Topology.Required, "mode %v", nt["mode"])
@@ -521,13 +528,26 @@ func FuzzPodGroup(f *testing.F) {
 	})
 }
 
+// checkQueueRef holds the queue an accepted group names to its spec.queue: Volcano's and
+// kube-batch's name a queue of their kind, falling back to the default; other dialects none.
+func checkQueueRef(t *testing.T, api API, fields map[string]any, got quota.Ref) {
+	kind := map[string]string{Volcano.Resource.Group: KindVolcanoQueue, KubeBatch.Resource.Group: KindKubeBatchQueue,
+		KubeBatchV1alpha2.Resource.Group: KindKubeBatchQueue}[api.Resource.Group]
+	if kind == "" {
+		require.Equal(t, quota.Ref{}, got)
+		return
+	}
+	name, _ := fields["queue"].(string)
+	require.Equal(t, quota.Ref{Kind: kind, Name: name, Fallback: quota.DefaultName}, got)
+}
+
 // groupFields are the spec fields each API reads, by API group, as refusals name them.
 var groupFields = map[string]map[string]bool{
 	Coscheduling.Resource.Group:      {"spec.minMember": true, "spec.scheduleTimeoutSeconds": true},
 	Koordinator.Resource.Group:       {"spec.minMember": true, "spec.scheduleTimeoutSeconds": true},
-	Volcano.Resource.Group:           {"spec.minMember": true, "spec.minTaskMember": true, "spec.networkTopology": true},
-	KubeBatch.Resource.Group:         {"spec.minMember": true},
-	KubeBatchV1alpha2.Resource.Group: {"spec.minMember": true},
+	Volcano.Resource.Group:           {"spec.minMember": true, "spec.minTaskMember": true, "spec.networkTopology": true, "spec.queue": true},
+	KubeBatch.Resource.Group:         {"spec.minMember": true, "spec.queue": true},
+	KubeBatchV1alpha2.Resource.Group: {"spec.minMember": true, "spec.queue": true},
 }
 
 // checkGroupRefusal holds a refusal of a PodGroup to naming the object and a field its API reads.
@@ -561,4 +581,146 @@ func number(t *testing.T, v any) float64 {
 	}
 	t.Fatalf("%v (%T) is no number", v, v)
 	return math.NaN()
+}
+
+// queueFields are the fields each queue API reads, by kind and group, as refusals name them.
+var queueFields = map[schema.GroupVersionResource][]string{
+	VolcanoQueue.Resource:           {"spec.weight", "spec.capability", "spec.guarantee.resource", "spec.reclaimable", "spec.priority", "status.state"},
+	KubeBatchQueue.Resource:         {"spec.weight", "spec.capability"},
+	KubeBatchQueueV1alpha2.Resource: {"spec.weight", "spec.capability"},
+	ElasticQuota.Resource:           {"spec.min", "spec.max"},
+}
+
+// FuzzQueue reads any spec and status as a queue object of each API lockstep reads, its numbers
+// decoded either way (see FuzzPodGroup). Whoever may create a Queue or an ElasticQuota writes
+// them, and a queue's gangs wait on what is read. It checks: Parse never panics and always names
+// the queue; a refusal is a FieldError naming the object and a field this API reads, and keeps
+// nothing it read; an accepted queue carries the numbers written, within the bounds the quota
+// arithmetic relies on, and nothing from fields its API does not have.
+func FuzzQueue(f *testing.F) {
+	for _, seed := range []struct {
+		api          QueueAPI
+		spec, status string
+	}{
+		{VolcanoQueue, `{"weight":3,"capability":{"nvidia.com/gpu":"8","cpu":"64","memory":"512Gi"},"guarantee":{"resource":{"nvidia.com/gpu":4}},"reclaimable":false,"priority":2}`, `{"state":"Open"}`},
+		{VolcanoQueue, `{"capability":{"cpu":0,"memory":"0","nvidia.com/gpu":"0"}}`, `{"state":"Closing"}`},
+		{VolcanoQueue, `{"capability":{"nvidia.com/gpu":"4"},"guarantee":{"resource":{"nvidia.com/gpu":"6"}}}`, `{}`},
+		{VolcanoQueue, `{"weight":-1,"capability":{"cpu":"1e21"}}`, `{"state":"Draining"}`},
+		{VolcanoQueue, `{"capability":{"nvidia.com/gpu":"2.5","memory":1e300},"reclaimable":"yes"}`, `null`},
+		{VolcanoQueue, `{"priority":4294967296,"guarantee":"all"}`, `{"state":7}`},
+		{KubeBatchQueue, `{"weight":1}`, ``},
+		{KubeBatchQueueV1alpha2, `{"weight":2147483648,"capability":{"cpu":"-1"}}`, `{}`},
+		{ElasticQuota, `{"min":{"nvidia.com/gpu":"2","cpu":"8"},"max":{"nvidia.com/gpu":"6","cpu":"16","memory":"64Gi"}}`, `{"used":{"cpu":"1"}}`},
+		{ElasticQuota, `{"min":{"memory":"2Gi"},"max":{"memory":"1Gi"}}`, ``},
+		{ElasticQuota, `{"max":{"nvidia.com/gpu":0.5,"cpu":null}}`, ``},
+	} {
+		index := slices.IndexFunc(QueueAPIs(), func(a QueueAPI) bool { return a.Resource == seed.api.Resource })
+		f.Add(uint8(index), seed.spec, seed.status, true)
+		f.Add(uint8(index), seed.spec, seed.status, false)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, specJSON, statusJSON string, dynamicNumbers bool) {
+		apis := QueueAPIs()
+		api := apis[int(which)%len(apis)]
+		decode := stdjson.Unmarshal
+		if dynamicNumbers {
+			decode = utiljson.Unmarshal
+		}
+		obj := &unstructured.Unstructured{Object: map[string]any{}}
+		for field, text := range map[string]string{"spec": specJSON, "status": statusJSON} {
+			var v any
+			if text != "" && decode([]byte(text), &v) != nil {
+				return
+			}
+			if text != "" {
+				obj.Object[field] = v
+			}
+		}
+		obj.SetNamespace("team-a")
+		obj.SetName("gpu")
+
+		got := api.Parse(obj)
+		require.Equal(t, got, api.Parse(obj), "the same object reads the same twice")
+		base := api.base("team-a", "gpu")
+		require.Equal(t, api.Key("team-a", "gpu"), got.Key())
+		require.Equal(t, base.Source, got.Source)
+		require.Equal(t, base.Namespace, got.Namespace)
+		require.Equal(t, api.pool, got.BorrowsOnlyMin)
+		if got.Err != nil {
+			checkQueueRefusal(t, api, got.Err)
+			base.Err = got.Err
+			require.Equal(t, base, got, "a refused queue keeps nothing it read")
+			return
+		}
+		spec, _ := obj.Object["spec"].(map[string]any)
+		checkQueue(t, api, spec, got)
+	})
+}
+
+// checkQueueRefusal holds a refused queue object to naming itself and a field its API reads.
+func checkQueueRefusal(t *testing.T, api QueueAPI, err error) {
+	var fieldErr *gangspec.FieldError
+	require.True(t, errors.As(err, &fieldErr), "want a FieldError, got %T: %v", err, err)
+	require.Equal(t, api.Object("team-a", "gpu"), fieldErr.Object)
+	require.NotEmpty(t, fieldErr.Reason)
+	read := slices.ContainsFunc(queueFields[api.Resource], func(f string) bool {
+		return fieldErr.Field == f || strings.HasPrefix(fieldErr.Field, f+".")
+	})
+	require.True(t, read, "%s refuses field %q, which it does not read: %v", api.Kind, fieldErr.Field, err)
+}
+
+// checkQueue holds an accepted queue to the numbers written and to the bounds quota relies on.
+func checkQueue(t *testing.T, api QueueAPI, spec map[string]any, got quota.Queue) {
+	require.GreaterOrEqual(t, got.Weight, int64(1))
+	require.LessOrEqual(t, got.Weight, int64(math.MaxInt32))
+	if w, ok := spec["weight"]; ok && w != nil && !api.Namespaced && number(t, w) != 0 {
+		require.Equal(t, number(t, w), float64(got.Weight))
+	} else {
+		require.Equal(t, int64(1), got.Weight, "no weight written, or none read (ElasticQuota)")
+	}
+	require.Contains(t, []quota.State{quota.Open, quota.Closed, quota.Closing, quota.Unknown}, got.State)
+	if api.Resource != VolcanoQueue.Resource {
+		require.Equal(t, quota.Open, got.State)
+		require.True(t, got.Reclaimable)
+		require.Zero(t, got.Priority)
+		require.Zero(t, got.Guarantee)
+	}
+	if !api.pool {
+		require.Zero(t, got.Min)
+	}
+	limitField := map[bool]string{false: "capability", true: "max"}[api.Namespaced]
+	written, _ := spec[limitField].(map[string]any)
+	for _, res := range countedResources {
+		amount := got.Capability.Amount.Get(res.name)
+		require.True(t, amount >= 0 && amount <= MaxQuantity, "%s %d", res.name, amount)
+		require.True(t, got.Guarantee.Get(res.name) >= 0 && got.Min.Get(res.name) >= 0)
+		raw, named := written[string(res.name)]
+		named = named && raw != nil
+		if api.Resource == VolcanoQueue.Resource && res.name != wellknown.ResourceGPU && named && amount == 0 {
+			named = false // Volcano: a cpu or memory capability of 0 is none
+		}
+		require.Equal(t, named, got.Capability.Named.Has(res.bit), "%s of %v", res.name, written)
+		if named {
+			require.Equal(t, writtenAmount(t, res.name, raw), amount, "%s %v", res.name, raw)
+		} else {
+			require.Zero(t, amount)
+		}
+		if got.Capability.Named.Has(res.bit) {
+			require.LessOrEqual(t, got.Guarantee.Get(res.name), amount, "guarantee above capability")
+			require.LessOrEqual(t, got.Min.Get(res.name), amount, "min above max")
+		}
+	}
+	require.Zero(t, got.Capability.Named&^quota.Counted)
+}
+
+// writtenAmount is a quantity as written, in lockstep's unit, read without dialect's helpers.
+func writtenAmount(t *testing.T, name corev1.ResourceName, raw any) int64 {
+	text := fmt.Sprint(raw)
+	if f, ok := raw.(float64); ok {
+		text = strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	q := resource.MustParse(text)
+	if name == corev1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
 }

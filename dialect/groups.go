@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/quota"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -54,9 +55,9 @@ var (
 		Status: StatusVolcano, key: GroupNameKey, extra: volcanoGroup}
 	// KubeBatch and KubeBatchV1alpha2 are kube-batch's PodGroups, named by the same annotation.
 	KubeBatch = API{Dialect: "kube-batch", Resource: podGroups("scheduling.incubator.k8s.io", "v1alpha1"),
-		Status: StatusVolcano, key: GroupNameKey, extra: noExtra}
+		Status: StatusVolcano, key: GroupNameKey, extra: queueRef(KindKubeBatchQueue)}
 	KubeBatchV1alpha2 = API{Dialect: "kube-batch", Resource: podGroups("scheduling.sigs.dev", "v1alpha2"),
-		Status: StatusVolcano, key: GroupNameKey, extra: noExtra}
+		Status: StatusVolcano, key: GroupNameKey, extra: queueRef(KindKubeBatchQueue)}
 )
 
 // APIs are every group-object API lockstep reads, in the order of precedence used when one
@@ -112,8 +113,6 @@ func (a API) Parse(obj *unstructured.Unstructured) (*gangspec.Spec, error) {
 	return spec, nil
 }
 
-func noExtra(*unstructured.Unstructured, fields, *gangspec.Spec) error { return nil }
-
 // scheduleTimeout reads spec.scheduleTimeoutSeconds, scheduler-plugins' and Koordinator's
 // waiting time.
 func scheduleTimeout(_ *unstructured.Unstructured, r fields, spec *gangspec.Spec) error {
@@ -142,12 +141,31 @@ func koordinatorGroup(obj *unstructured.Unstructured, r fields, spec *gangspec.S
 	return annotations{object: r.object, values: obj.GetAnnotations()}.koordinatorOptions(spec)
 }
 
-// volcanoGroup reads Volcano's own fields: task quorums and the network topology.
+// volcanoGroup reads Volcano's own fields: task quorums, the network topology and the queue.
 func volcanoGroup(obj *unstructured.Unstructured, r fields, spec *gangspec.Spec) error {
 	if err := taskQuorums(obj, r, spec); err != nil {
 		return err
 	}
-	return networkTopology(r, spec)
+	if err := networkTopology(r, spec); err != nil {
+		return err
+	}
+	return queueRef(KindVolcanoQueue)(obj, r, spec)
+}
+
+// queueRef reads spec.queue, the name of a queue of kind. Empty or absent asks for the
+// namespace's default queue of that kind, else quota.DefaultName: Volcano's PodGroup admission
+// webhook writes the namespace's annotation there, else "default", and kube-batch's scheduler
+// takes its --default-queue, "default" unless changed.
+func queueRef(kind string) func(*unstructured.Unstructured, fields, *gangspec.Spec) error {
+	return func(_ *unstructured.Unstructured, r fields, spec *gangspec.Spec) error {
+		raw, found, _ := unstructured.NestedFieldNoCopy(r.obj, "spec", "queue")
+		name, isString := raw.(string)
+		if found && raw != nil && !isString {
+			return r.bad("spec.queue", fmt.Sprint(raw), "must be the name of a "+kind)
+		}
+		spec.Queue = quota.Ref{Kind: kind, Name: name, Fallback: quota.DefaultName}
+		return nil
+	}
 }
 
 // networkTopology reads Volcano's spec.networkTopology (Volcano 1.12 and later): mode hard (the

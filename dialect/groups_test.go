@@ -9,8 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/quota"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
+
+// volcanoRef is the queue a Volcano PodGroup with spec.queue name goes to.
+func volcanoRef(name string) quota.Ref {
+	return quota.Ref{Kind: KindVolcanoQueue, Name: name, Fallback: quota.DefaultName}
+}
 
 // group builds a PodGroup as the apiserver hands it to a dynamic client: numbers are int64.
 func group(api API, spec map[string]any, annotations map[string]string) *unstructured.Unstructured {
@@ -38,19 +44,27 @@ func TestParseGroup(t *testing.T) {
 		{name: "Volcano with task quorums; a task at 0 asks nothing", api: Volcano,
 			spec: map[string]any{"minMember": int64(5), "minTaskMember": map[string]any{"ps": int64(1), "worker": int64(4), "chief": int64(0)}, "queue": "default"},
 			want: gangspec.Spec{MinAvailable: 5, MinPerTask: map[string]int{"ps": 1, "worker": 4},
-				Source: "Volcano PodGroup team-a/tf (scheduling.volcano.sh/v1beta1)"}},
+				Source: "Volcano PodGroup team-a/tf (scheduling.volcano.sh/v1beta1)", Queue: volcanoRef("default")}},
+		{name: "Volcano without spec.queue: the namespace's default queue, else default", api: Volcano,
+			spec: map[string]any{"minMember": int64(2)},
+			want: gangspec.Spec{MinAvailable: 2, Source: "Volcano PodGroup team-a/tf (scheduling.volcano.sh/v1beta1)", Queue: volcanoRef("")}},
+		{name: "Volcano with its queue", api: Volcano,
+			spec: map[string]any{"minMember": int64(2), "queue": "team-a"},
+			want: gangspec.Spec{MinAvailable: 2, Source: "Volcano PodGroup team-a/tf (scheduling.volcano.sh/v1beta1)", Queue: volcanoRef("team-a")}},
 		{name: "Volcano 1.12's network topology, hard by default", api: Volcano,
 			spec: map[string]any{"minMember": int64(4), "networkTopology": map[string]any{"highestTierAllowed": int64(2)}},
-			want: gangspec.Spec{MinAvailable: 4, Source: "Volcano PodGroup team-a/tf (scheduling.volcano.sh/v1beta1)",
+			want: gangspec.Spec{MinAvailable: 4, Source: "Volcano PodGroup team-a/tf (scheduling.volcano.sh/v1beta1)", Queue: volcanoRef(""),
 				Topology: gangspec.Topology{Tier: 2, Required: true, Source: "spec.networkTopology of Volcano PodGroup team-a/tf"}}},
 		{name: "Volcano's soft network topology by tier name", api: Volcano,
 			spec: map[string]any{"minMember": int64(4), "networkTopology": map[string]any{"mode": "soft", "highestTierName": "rack"}},
-			want: gangspec.Spec{MinAvailable: 4, Source: "Volcano PodGroup team-a/tf (scheduling.volcano.sh/v1beta1)",
+			want: gangspec.Spec{MinAvailable: 4, Source: "Volcano PodGroup team-a/tf (scheduling.volcano.sh/v1beta1)", Queue: volcanoRef(""),
 				Topology: gangspec.Topology{Key: "rack", Source: "spec.networkTopology of Volcano PodGroup team-a/tf"}}},
-		{name: "kube-batch v1alpha1", api: KubeBatch, spec: map[string]any{"minMember": int64(3)},
-			want: gangspec.Spec{MinAvailable: 3, Source: "kube-batch PodGroup team-a/tf (scheduling.incubator.k8s.io/v1alpha1)"}},
-		{name: "kube-batch v1alpha2", api: KubeBatchV1alpha2, spec: map[string]any{"minMember": float64(3)},
-			want: gangspec.Spec{MinAvailable: 3, Source: "kube-batch PodGroup team-a/tf (scheduling.sigs.dev/v1alpha2)"}},
+		{name: "kube-batch v1alpha1, without spec.queue: --default-queue", api: KubeBatch, spec: map[string]any{"minMember": int64(3)},
+			want: gangspec.Spec{MinAvailable: 3, Source: "kube-batch PodGroup team-a/tf (scheduling.incubator.k8s.io/v1alpha1)",
+				Queue: quota.Ref{Kind: KindKubeBatchQueue, Fallback: quota.DefaultName}}},
+		{name: "kube-batch v1alpha2 with its queue", api: KubeBatchV1alpha2, spec: map[string]any{"minMember": float64(3), "queue": "research"},
+			want: gangspec.Spec{MinAvailable: 3, Source: "kube-batch PodGroup team-a/tf (scheduling.sigs.dev/v1alpha2)",
+				Queue: quota.Ref{Kind: KindKubeBatchQueue, Name: "research", Fallback: quota.DefaultName}}},
 		{name: "Koordinator, with its gang annotations on the object", api: Koordinator,
 			spec: map[string]any{"minMember": int64(2), "scheduleTimeoutSeconds": int64(30)},
 			ann:  map[string]string{wellknown.AnnotationGangGroups: `["team-a/tf","team-a/ps"]`, wellknown.AnnotationGangMode: "NonStrict", wellknown.AnnotationGangTotalNumber: "3"},
@@ -94,6 +108,8 @@ func TestParseGroupErrors(t *testing.T) {
 			wantField: "spec.networkTopology.highestTierAllowed", wantValue: "0"},
 		{name: "network topology both tier forms", api: Volcano, spec: map[string]any{"minMember": int64(2), "networkTopology": map[string]any{"highestTierAllowed": int64(1), "highestTierName": "rack"}},
 			wantField: "spec.networkTopology", wantValue: "map[highestTierAllowed:1 highestTierName:rack]"},
+		{name: "queue not a name", api: Volcano, spec: map[string]any{"minMember": int64(2), "queue": int64(3)}, wantField: "spec.queue", wantValue: "3"},
+		{name: "kube-batch queue not a name", api: KubeBatch, spec: map[string]any{"minMember": int64(2), "queue": []any{"a"}}, wantField: "spec.queue", wantValue: "[a]"},
 		{name: "task quorum negative", api: Volcano, spec: map[string]any{"minMember": int64(2), "minTaskMember": map[string]any{"worker": int64(-1)}}, wantField: "spec.minTaskMember.worker", wantValue: "-1"},
 		{name: "Koordinator mode on the object", api: Koordinator, spec: map[string]any{"minMember": int64(2)},
 			ann: map[string]string{wellknown.AnnotationGangMode: "Soft"}, wantField: "annotation " + wellknown.AnnotationGangMode, wantValue: "Soft"},

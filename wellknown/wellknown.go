@@ -53,6 +53,10 @@ const (
 	// topology-aware scheduling requests, valued with a node label key (a tier).
 	AnnotationKueueRequiredTopology  = "kueue.x-k8s.io/podset-required-topology"
 	AnnotationKueuePreferredTopology = "kueue.x-k8s.io/podset-preferred-topology"
+	// AnnotationVolcanoQueueName, on a Namespace, names the Volcano Queue of the namespace's
+	// PodGroups that name none (Volcano's PodGroup admission webhook reads it; volcano.sh/apis
+	// v1.10.0 QueueNameAnnotationKey). lockstep reads it on Namespaces only, not on pods.
+	AnnotationVolcanoQueueName = "scheduling.volcano.sh/queue-name"
 )
 
 // lockstep's own annotations.
@@ -93,6 +97,10 @@ const (
 // annotation it cannot use.
 const ReasonGPUTopologyInvalid = "GPUTopologyInvalid"
 
+// ReasonQueueInvalid is the Event reason lockstep writes on a queue or quota object (a Volcano or
+// kube-batch Queue, an ElasticQuota) it cannot use; the queue's gangs wait until it is fixed.
+const ReasonQueueInvalid = "QueueInvalid"
+
 // ConditionGangScheduled is the pod condition lockstep writes on gang members whose gang's
 // situation changed while they wait (package gang says why it is needed).
 const ConditionGangScheduled corev1.PodConditionType = "lockstep.dev/GangScheduled"
@@ -112,4 +120,7 @@ const (
 	ConditionReasonReservationYielded = "ReservationYielded"
 	// ConditionReasonPreemptionRefused: an eviction the gang's preemption needed was refused.
 	ConditionReasonPreemptionRefused = "PreemptionRefused"
+	// ConditionReasonQueueChanged: the team queue the gang waits on was created, changed or
+	// deleted.
+	ConditionReasonQueueChanged = "QueueChanged"
 )

@@ -23,6 +23,7 @@ import (
 	"github.com/lockstep-sched/lockstep/leadership"
 	"github.com/lockstep-sched/lockstep/podgroup"
 	"github.com/lockstep-sched/lockstep/serving"
+	"github.com/lockstep-sched/lockstep/tenancy"
 )
 
 // app wires informers, the gang manager and the HTTP handler together.
@@ -36,9 +37,10 @@ type app struct {
 	events kubernetes.Interface
 	ready  atomic.Bool
 	// handlersSynced reports when the manager has taken in the initial lists (see gang.Watch)
-	// and the group objects the apiserver served at start.
+	// and the group and queue objects the apiserver served at start.
 	handlersSynced func() bool
 	groups         *podgroup.Syncer
+	queues         *tenancy.Watcher
 	// leader says whether this replica's scheduler leads; only then does lockstep write on its
 	// own initiative (see package leadership).
 	leader *leadership.Follower
@@ -76,6 +78,19 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	groups.SetWriteGate(a.leader.Leading)
 	a.leader.OnStartedLeading(groups.Resync)
 	a.groups = groups
+	// Queues, like PodGroups, are read by every replica (a standby must be ready to lead with the
+	// same accounting) and written back by the leader only.
+	queues, err := tenancy.New(tenancy.Config{
+		Client: c.groups, Discovery: c.discovery, Namespaces: a.factory.Core().V1().Namespaces(),
+		Manager: a.manager, Recorder: recorder,
+		DiscoveryInterval: opts.groupDiscoveryInterval, UsageInterval: queueUsageInterval, Ready: a.ready.Load,
+	})
+	if err != nil {
+		return nil, err
+	}
+	queues.SetWriteGate(a.leader.Leading)
+	a.leader.OnStartedLeading(queues.Resync)
+	a.queues = queues
 	a.manager.SetConditionWriter(leaderOnly{gang.APIConditionWriter{Client: c.events}, a.leader})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "lockstep_leading",
@@ -102,9 +117,14 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.handlersSynced = func() bool { return synced() && groups.HasSynced() }
+	a.handlersSynced = func() bool { return synced() && groups.HasSynced() && queues.HasSynced() }
 	return a, nil
 }
+
+// queueUsageInterval is how often a queue's changed usage is written back to its object: often
+// enough for `kubectl get` to follow a job starting, rarely enough that usage moving with every
+// reservation costs the apiserver little.
+const queueUsageInterval = 5 * time.Second
 
 // leaderOnly drops a standby's condition writes. They wake pods the scheduler parked; a standby's
 // scheduler parks none, and the leader's lockstep writes its own.
@@ -127,6 +147,7 @@ func (a *app) start(ctx context.Context) {
 	a.factory.Start(ctx.Done())
 	leaseSynced := a.leader.Run(ctx)
 	go a.groups.Run(ctx)
+	go a.queues.Run(ctx)
 	start := time.Now()
 	if !cache.WaitForCacheSync(ctx.Done(), a.handlersSynced, leaseSynced) {
 		klog.InfoS("Informers did not sync before shutdown")

@@ -1,0 +1,391 @@
+package dialect
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/quota"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+// The kinds of queue lockstep reads, as reasons and /debug/queues name them. A kind and a queue's
+// name make its key (quota.Key): "Volcano Queue team-a", "ElasticQuota team-a/quota".
+const (
+	KindVolcanoQueue   = "Volcano Queue"
+	KindKubeBatchQueue = "kube-batch Queue"
+	// KindElasticQuota is scheduler-plugins' ElasticQuota (scheduling.x-k8s.io), not
+	// Koordinator's of the same name (scheduling.sigs.k8s.io), which lockstep does not read.
+	KindElasticQuota = "ElasticQuota"
+)
+
+// MaxQuantity bounds every amount a queue object may name, in lockstep's units (millicores,
+// bytes, GPUs): 2^56 is 64 PiB of memory, yet thousands of such amounts still add up without
+// overflowing int64. resource.Quantity itself overflows silently: 1e21 reads as 0 millicores.
+const MaxQuantity = 1 << 56
+
+// QueueAPI is one queue or quota API lockstep reads: a Queue or ElasticQuota kind of one
+// project, at one version.
+type QueueAPI struct {
+	// Dialect is the project whose users write these objects.
+	Dialect  string
+	Resource schema.GroupVersionResource
+	// Kind is the quota kind for people, and the first half of every key (see KindVolcanoQueue).
+	Kind string
+	// Namespaced objects apply to every pod of their namespace (an ElasticQuota); cluster-scoped
+	// ones only to the gangs whose PodGroup names them.
+	Namespaced bool
+	// Usage is the field under status where the project's own scheduler or controller writes
+	// what the queue holds, as a resource list; "" when it writes none. lockstep writes the same.
+	Usage string
+	// pool marks the kind whose quotas together hold at most the sum of their mins
+	// (quota.Queue.BorrowsOnlyMin): a property of the kind, kept even on an object with an error.
+	pool bool
+	// reads are the field readers, in the order refusals are looked for.
+	reads []queueReader
+}
+
+// queueReader reads some of a queue object's fields into q, or refuses the object.
+type queueReader func(r fields, q *quota.Queue) error
+
+var (
+	// VolcanoQueue is Volcano's Queue (volcano.sh/apis v1.10.0), cluster-scoped; a PodGroup's
+	// spec.queue names it.
+	VolcanoQueue = QueueAPI{Dialect: "Volcano", Resource: queues("scheduling.volcano.sh", "v1beta1"), Kind: KindVolcanoQueue,
+		Usage: "allocated", reads: []queueReader{readWeight, readVolcanoCapability, readGuarantee, readReclaimable, readPriority, readState}}
+	// KubeBatchQueue and KubeBatchQueueV1alpha2 are kube-batch's Queues (v0.5.0), cluster-scoped.
+	// kube-batch keeps queues of both versions in one set by name, and so does lockstep.
+	KubeBatchQueue = QueueAPI{Dialect: "kube-batch", Resource: queues("scheduling.incubator.k8s.io", "v1alpha1"), Kind: KindKubeBatchQueue,
+		reads: []queueReader{readWeight, readCapability}}
+	KubeBatchQueueV1alpha2 = QueueAPI{Dialect: "kube-batch", Resource: queues("scheduling.sigs.dev", "v1alpha2"), Kind: KindKubeBatchQueue,
+		reads: []queueReader{readWeight, readCapability}}
+	// ElasticQuota is scheduler-plugins' ElasticQuota (v0.28.9), namespaced: it applies to every
+	// pod of its namespace.
+	ElasticQuota = QueueAPI{Dialect: "scheduler-plugins", Resource: schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "elasticquotas"},
+		Kind: KindElasticQuota, Namespaced: true, Usage: "used", pool: true, reads: []queueReader{readMin, readMax}}
+)
+
+// QueueAPIs are every queue API lockstep reads, in the order used when one key resolves to
+// objects of several (see ChooseQueue).
+func QueueAPIs() []QueueAPI {
+	return []QueueAPI{VolcanoQueue, KubeBatchQueue, KubeBatchQueueV1alpha2, ElasticQuota}
+}
+
+func queues(group, version string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: group, Version: version, Resource: "queues"}
+}
+
+// Name is the queue name of the object namespace/name: its name, or namespace/name for a
+// namespaced one (namespace is ignored for a cluster-scoped one).
+func (a QueueAPI) Name(namespace, name string) string {
+	if a.Namespaced {
+		return namespace + "/" + name
+	}
+	return name
+}
+
+// Key is the quota key of the object namespace/name.
+func (a QueueAPI) Key(namespace, name string) string {
+	return quota.Key(a.Kind, a.Name(namespace, name))
+}
+
+// Object names the object for people: "Volcano Queue team-a", "ElasticQuota team-a/quota".
+func (a QueueAPI) Object(namespace, name string) string { return a.Key(namespace, name) }
+
+// Parse reads a queue object. It never fails: an object lockstep cannot use is a queue with
+// Err set, a FieldError naming the object and the field, so that its gangs wait with that
+// reason rather than schedule as if it did not exist. Such a queue keeps its identity and the
+// kind's defaults and nothing it read, so that its bad numbers weigh on no other queue.
+func (a QueueAPI) Parse(obj *unstructured.Unstructured) quota.Queue {
+	base := a.base(obj.GetNamespace(), obj.GetName())
+	r := fields{object: a.Object(obj.GetNamespace(), obj.GetName()), obj: obj.Object}
+	q := base
+	for _, read := range a.reads {
+		if err := read(r, &q); err != nil {
+			return unusable(q, err)
+		}
+	}
+	return q
+}
+
+// unusable is q refused with err: its identity and the defaults of an object that says nothing,
+// and nothing else it read.
+func unusable(q quota.Queue, err error) quota.Queue {
+	return quota.Queue{Kind: q.Kind, Name: q.Name, Namespace: q.Namespace, Source: q.Source, BorrowsOnlyMin: q.BorrowsOnlyMin,
+		Weight: 1, State: quota.Open, Reclaimable: true, Err: err}
+}
+
+// base is what every queue of the API starts from: the defaults of an object that says nothing,
+// as the projects' own webhooks and controllers fill them (weight 1, open, reclaimable).
+func (a QueueAPI) base(namespace, name string) quota.Queue {
+	q := quota.Queue{Kind: a.Kind, Name: a.Name(namespace, name), Weight: 1, State: quota.Open, Reclaimable: true, BorrowsOnlyMin: a.pool,
+		Source: fmt.Sprintf("%s (%s)", a.Object(namespace, name), a.Resource.GroupVersion())}
+	if a.Namespaced {
+		q.Namespace = namespace
+	}
+	return q
+}
+
+// readWeight reads spec.weight. Absent or 0 is 1: Volcano's admission webhook writes 1 there,
+// and kube-batch, which has no default, would give such a queue no share at all.
+func readWeight(r fields, q *quota.Queue) error {
+	w, ok, err := r.int("spec", "weight")
+	switch {
+	case err != nil:
+		return err
+	case !ok || w == 0:
+		return nil
+	case w < 0:
+		return r.bad("spec.weight", fmt.Sprint(w), "must be positive")
+	case w > math.MaxInt32:
+		return r.bad("spec.weight", fmt.Sprint(w), fmt.Sprintf("must be at most %d", math.MaxInt32))
+	}
+	q.Weight = w
+	return nil
+}
+
+// readCapability reads spec.capability: a limit on each resource it names, none on the others.
+func readCapability(r fields, q *quota.Queue) error {
+	amounts, named, err := r.resources("spec", "capability")
+	q.Capability = quota.Limit{Amount: amounts, Named: named}
+	return err
+}
+
+// readVolcanoCapability is readCapability as Volcano's proportion plugin reads it: a cpu or
+// memory capability of 0 is no limit (proportion.go replaces it by the largest float), while
+// a GPU capability of 0 allows no GPU.
+func readVolcanoCapability(r fields, q *quota.Queue) error {
+	if err := readCapability(r, q); err != nil {
+		return err
+	}
+	if q.Capability.Amount.MilliCPU == 0 {
+		q.Capability.Named &^= quota.CPU
+	}
+	if q.Capability.Amount.Memory == 0 {
+		q.Capability.Named &^= quota.Memory
+	}
+	return nil
+}
+
+// readGuarantee reads spec.guarantee.resource, which must fit within the capability.
+func readGuarantee(r fields, q *quota.Queue) error {
+	amounts, _, err := r.resources("spec", "guarantee", "resource")
+	if err != nil {
+		return err
+	}
+	q.Guarantee = amounts
+	return r.within("spec.guarantee.resource", amounts, "spec.capability", q.Capability, "a queue cannot be guaranteed more than it may hold")
+}
+
+// readMin and readMax read an ElasticQuota's spec.min and spec.max. A resource min leaves out is
+// 0, as in scheduler-plugins; one max leaves out is unlimited (see docs/dialects.md for where
+// scheduler-plugins differs).
+func readMin(r fields, q *quota.Queue) error {
+	amounts, _, err := r.resources("spec", "min")
+	q.Min = amounts
+	return err
+}
+
+func readMax(r fields, q *quota.Queue) error {
+	amounts, named, err := r.resources("spec", "max")
+	if err != nil {
+		return err
+	}
+	q.Capability = quota.Limit{Amount: amounts, Named: named}
+	return r.within("spec.min", q.Min, "spec.max", q.Capability, "a quota's min cannot be more than its max")
+}
+
+// readReclaimable reads spec.reclaimable; absent is true, as Volcano reads it.
+func readReclaimable(r fields, q *quota.Queue) error {
+	raw, found, _ := unstructured.NestedFieldNoCopy(r.obj, "spec", "reclaimable")
+	if !found || raw == nil {
+		return nil
+	}
+	b, ok := raw.(bool)
+	if !ok {
+		return r.bad("spec.reclaimable", fmt.Sprint(raw), "must be true or false")
+	}
+	q.Reclaimable = b
+	return nil
+}
+
+func readPriority(r fields, q *quota.Queue) error {
+	p, ok, err := r.int("spec", "priority")
+	switch {
+	case err != nil || !ok:
+		return err
+	case p < math.MinInt32 || p > math.MaxInt32:
+		return r.bad("spec.priority", fmt.Sprint(p), "must fit in 32 bits")
+	}
+	q.Priority = int32(p)
+	return nil
+}
+
+// readState reads status.state. Absent is Open: Volcano's queue controller writes Open later, and
+// a queue just created takes work in Volcano too.
+func readState(r fields, q *quota.Queue) error {
+	raw, found, _ := unstructured.NestedFieldNoCopy(r.obj, "status", "state")
+	if !found || raw == nil || raw == "" {
+		return nil
+	}
+	s, _ := raw.(string)
+	state := quota.State(s)
+	if !slices.Contains([]quota.State{quota.Open, quota.Closed, quota.Closing, quota.Unknown}, state) {
+		return r.bad("status.state", fmt.Sprint(raw), "must be Open, Closed, Closing or Unknown")
+	}
+	q.State = state
+	return nil
+}
+
+// countedResource is a resource quotas count, with its bit.
+type countedResource struct {
+	name corev1.ResourceName
+	bit  quota.ResourceSet
+}
+
+// countedResources are read in this order, so that the first refusal is the same every time.
+var countedResources = []countedResource{
+	{wellknown.ResourceGPU, quota.GPU}, {corev1.ResourceCPU, quota.CPU}, {corev1.ResourceMemory, quota.Memory},
+}
+
+// resources reads a resource list: the amounts of the resources quotas count and which of them
+// it names. Other resource names are not read at all.
+func (r fields) resources(path ...string) (placement.Resources, quota.ResourceSet, error) {
+	var out placement.Resources
+	var named quota.ResourceSet
+	list, err := r.mapField("must map resource names to quantities", path...)
+	if list == nil {
+		return out, named, err
+	}
+	for _, res := range countedResources {
+		raw, ok := list[string(res.name)]
+		if !ok || raw == nil {
+			continue
+		}
+		v, err := r.amount(strings.Join(path, ".")+"."+string(res.name), res.name, raw)
+		if err != nil {
+			return placement.Resources{}, 0, err
+		}
+		out = withAmount(out, res.name, v)
+		named |= res.bit
+	}
+	return out, named, nil
+}
+
+// amount reads one quantity in lockstep's unit for the resource: millicores, bytes, GPUs.
+func (r fields) amount(field string, name corev1.ResourceName, raw any) (int64, error) {
+	text, ok := quantityText(raw)
+	if !ok {
+		return 0, r.bad(field, fmt.Sprint(raw), "must be a quantity such as 4, 500m or 16Gi")
+	}
+	q, err := resource.ParseQuantity(text)
+	if err != nil {
+		return 0, r.bad(field, text, "must be a quantity such as 4, 500m or 16Gi")
+	}
+	limit := resource.NewQuantity(MaxQuantity, resource.BinarySI)
+	if name == corev1.ResourceCPU {
+		limit = resource.NewMilliQuantity(MaxQuantity, resource.DecimalSI)
+	}
+	switch {
+	case q.Sign() < 0:
+		return 0, r.bad(field, text, "must not be negative")
+	case q.Cmp(*limit) > 0:
+		return 0, r.bad(field, text, "must be at most "+limit.String())
+	case name == corev1.ResourceCPU:
+		return q.MilliValue(), nil
+	case name == wellknown.ResourceGPU && q.Cmp(*resource.NewQuantity(q.Value(), resource.DecimalSI)) != 0:
+		return 0, r.bad(field, text, "must be a whole number of GPUs")
+	}
+	return q.Value(), nil
+}
+
+// quantityText is a decoded int-or-string quantity as text: a string as written, a number as
+// either JSON decoder leaves it.
+func quantityText(raw any) (string, bool) {
+	switch x := raw.(type) {
+	case string:
+		return x, true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true
+	case int:
+		return strconv.Itoa(x), true
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), true
+	}
+	return "", false
+}
+
+// within refuses amounts above limit in any resource limit names: field and limitField are
+// where each was written.
+func (r fields) within(field string, amounts placement.Resources, limitField string, limit quota.Limit, why string) error {
+	for _, res := range countedResources {
+		have, most := amounts.Get(res.name), limit.Amount.Get(res.name)
+		if limit.Named.Has(res.bit) && have > most {
+			return r.bad(field+"."+string(res.name), placement.Amount(res.name, have),
+				fmt.Sprintf("more than %s.%s, %s: %s", limitField, res.name, placement.Amount(res.name, most), why))
+		}
+	}
+	return nil
+}
+
+func withAmount(r placement.Resources, name corev1.ResourceName, v int64) placement.Resources {
+	switch name {
+	case wellknown.ResourceGPU:
+		r.GPU = v
+	case corev1.ResourceCPU:
+		r.MilliCPU = v
+	case corev1.ResourceMemory:
+		r.Memory = v
+	}
+	return r
+}
+
+// FoundQueue is a queue object that exists.
+type FoundQueue struct {
+	API    QueueAPI
+	Object *unstructured.Unstructured
+}
+
+// ChooseQueue reads the queue that the objects found under one key define, found in QueueAPIs
+// order: the one object's reading or, when several APIs hold an object of that name (kube-batch's
+// two versions), the first's with an Err naming all. kube-batch keeps whichever its informers
+// delivered last; lockstep does not guess. ok is false when nothing was found.
+func ChooseQueue(found []FoundQueue) (q quota.Queue, ok bool) {
+	if len(found) == 0 {
+		return quota.Queue{}, false
+	}
+	first := found[0]
+	q = first.API.Parse(first.Object)
+	if len(found) == 1 {
+		return q, true
+	}
+	versions := make([]string, len(found))
+	for i, f := range found {
+		versions[i] = f.API.Resource.GroupVersion().String()
+	}
+	return unusable(q, &gangspec.FieldError{Object: q.Key(), Field: "metadata.name", Value: first.Object.GetName(),
+		Reason: fmt.Sprintf("exists in %s, which name the same queue: delete all but one", strings.Join(versions, " and "))}), true
+}
+
+// AloneInNamespace is q, or q with an Err naming the other quotas of its namespace when there are
+// any: scheduler-plugins applies one ElasticQuota per namespace, whichever its informer saw first,
+// and lockstep does not guess. others are their names, e.g. "team-a/gpu".
+func AloneInNamespace(q quota.Queue, others []string) quota.Queue {
+	if q.Err != nil || len(others) == 0 || q.Namespace == "" {
+		return q
+	}
+	names := slices.Sorted(slices.Values(others))
+	return unusable(q, &gangspec.FieldError{Object: q.Key(), Field: "metadata.namespace", Value: q.Namespace,
+		Reason: fmt.Sprintf("namespace %s also has %s %s; one applies to a namespace: delete all but one", q.Namespace, q.Kind, strings.Join(names, ", "))})
+}

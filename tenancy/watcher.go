@@ -1,0 +1,361 @@
+// Package tenancy keeps lockstep in step with the team queues and quotas users of other gang
+// schedulers already write: Volcano's and kube-batch's Queues, scheduler-plugins' ElasticQuotas,
+// and the Namespace annotation that names a Volcano namespace's default queue. It finds which of
+// the queue APIs the apiserver serves (a CRD installed later is picked up without a restart; an
+// absent one is no error), watches those and the Namespaces, hands each queue to the gang manager
+// as package dialect reads it, reports an object it cannot use with a Warning Event, and writes
+// back the usage the projects' own schedulers write (Volcano's status.allocated, ElasticQuota's
+// status.used), so that their tools show what each queue holds.
+//
+// Reading the objects is package dialect's job; what a queue admits is package quota's, which
+// package gang asks. This package owns only the API traffic between them: it decides nothing
+// about gangs and never writes a queue's spec.
+package tenancy
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-sched/lockstep/dialect"
+	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/quota"
+	"github.com/lockstep-sched/lockstep/wellknown"
+)
+
+// Manager is what the watcher needs of the gang manager.
+type Manager interface {
+	SetQueue(quota.Queue)
+	DeleteQueue(key string)
+	SetNamespaceDefault(namespace, kind, name string)
+	Queues() []gang.QueueView
+}
+
+// Config is what a Watcher is made of.
+type Config struct {
+	Client    dynamic.Interface
+	Discovery discovery.DiscoveryInterface
+	// Namespaces is an informer of a factory its owner starts.
+	Namespaces coreinformers.NamespaceInformer
+	Manager    Manager
+	// Recorder writes the QueueInvalid Events.
+	Recorder record.EventRecorder
+	// DiscoveryInterval is how often the apiserver is asked which queue APIs it serves.
+	DiscoveryInterval time.Duration
+	// UsageInterval is how often changed usage is written back: a queue's usage moves with every
+	// reservation, and its readers need the gist, not every step.
+	UsageInterval time.Duration
+	// Ready, when set, holds usage writes back until it is true: a manager that has not yet
+	// taken in the cluster's pods would write that every queue holds nothing.
+	Ready func() bool
+}
+
+// Watcher watches the queue objects and Namespaces and writes back usage. Create it with New
+// (before its Namespaces informer's factory starts), then Run it.
+type Watcher struct {
+	cfg Config
+	// nsSynced reports when the Namespace handler has taken in the initial list.
+	nsSynced cache.InformerSynced
+	// resync asks the usage writer for a pass now.
+	resync chan struct{}
+
+	// mu is held while the manager is told, so that two informers' news about one queue reach it
+	// in the order they were read (kube-batch's two versions share keys).
+	mu sync.Mutex
+	// watched are the APIs with a running informer.
+	watched map[schema.GroupVersionResource]*watchedAPI
+	// objects are the queue objects seen, by quota key; kube-batch's two versions share keys, so
+	// each key holds one object per API.
+	objects map[string]map[schema.GroupVersionResource]*unstructured.Unstructured
+	// crowds index namespaced quotas by kind and namespace (crowd), then key, to their names:
+	// one quota applies to a namespace.
+	crowds map[string]map[string]string
+	// told is what the manager was last told of each queue, so that an object's status update
+	// (lockstep's own usage write, say) does not wake the queue's gangs for nothing.
+	told map[string]quota.Queue
+	// reported are the errors a QueueInvalid Event was written for, by key: each once.
+	reported map[string]string
+	synced   bool
+	// mayWrite, when set, says whether this replica may write now (package leadership): Events
+	// and usage it refuses are caught up by Resync.
+	mayWrite func() bool
+}
+
+type watchedAPI struct {
+	api       dialect.QueueAPI
+	hasStatus bool
+	synced    cache.InformerSynced
+}
+
+// New makes a watcher and registers its Namespace handler.
+func New(cfg Config) (*Watcher, error) {
+	w := &Watcher{
+		cfg:     cfg,
+		resync:  make(chan struct{}, 1),
+		watched: map[schema.GroupVersionResource]*watchedAPI{},
+		objects: map[string]map[schema.GroupVersionResource]*unstructured.Unstructured{},
+		crowds:  map[string]map[string]string{}, told: map[string]quota.Queue{}, reported: map[string]string{},
+	}
+	reg, err := cfg.Namespaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    w.namespaceAdded,
+		UpdateFunc: w.namespaceUpdated,
+		DeleteFunc: w.namespaceDeleted,
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.nsSynced = reg.HasSynced
+	return w, nil
+}
+
+// SetWriteGate makes Events and usage writes wait for mayWrite; call before Run.
+func (w *Watcher) SetWriteGate(mayWrite func() bool) { w.mayWrite = mayWrite }
+
+func (w *Watcher) mayWriteNow() bool { return w.mayWrite == nil || w.mayWrite() }
+
+// Resync writes what a standby replica left unwritten, once it leads: the Events of unusable
+// queues and, at once, every queue's usage.
+func (w *Watcher) Resync() {
+	w.mu.Lock()
+	for key := range w.objects {
+		if q, obj, ok := w.resolveLocked(key); ok {
+			w.reportLocked(key, q, obj)
+		}
+	}
+	w.mu.Unlock()
+	select {
+	case w.resync <- struct{}{}:
+	default: // a pass is due already
+	}
+}
+
+// Run discovers and watches the queue APIs and writes usage until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	go w.writeUsage(ctx)
+	tick := time.NewTicker(w.cfg.DiscoveryInterval)
+	defer tick.Stop()
+	for {
+		w.discover(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// HasSynced reports whether the Namespaces and the queue APIs served at the first discovery
+// are listed and handed to the manager.
+func (w *Watcher) HasSynced() bool {
+	if !w.nsSynced() {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.synced {
+		return false
+	}
+	for _, a := range w.watched {
+		if !a.synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// discover starts an informer for every queue API the apiserver serves and none runs for yet.
+// Informers are never stopped: a CRD deleted makes its informer's list fail quietly until it
+// is installed again.
+func (w *Watcher) discover(ctx context.Context) {
+	served, err := servedAPIs(w.cfg.Discovery)
+	if err != nil {
+		// Partial answers (an aggregated API down) still list what is served.
+		klog.V(2).InfoS("Discovery of queue APIs incomplete", "err", err)
+	}
+	for _, a := range served {
+		w.mu.Lock()
+		_, running := w.watched[a.api.Resource]
+		w.mu.Unlock()
+		if !running {
+			w.watch(ctx, a)
+		}
+	}
+	w.mu.Lock()
+	w.synced = true
+	w.mu.Unlock()
+}
+
+// watch runs an informer without periodic resync: a queue changes when its object does, and a
+// resync would tell the manager nothing new.
+func (w *Watcher) watch(ctx context.Context, a servedAPI) {
+	gvr := a.api.Resource
+	inf := dynamicinformer.NewFilteredDynamicInformer(w.cfg.Client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.observe(a.api, obj) },
+		UpdateFunc: func(_, obj any) { w.observe(a.api, obj) },
+		DeleteFunc: func(obj any) { w.forget(a.api, obj) },
+	})
+	if err != nil {
+		klog.ErrorS(err, "Cannot watch queue objects", "resource", gvr)
+		return
+	}
+	w.mu.Lock()
+	w.watched[gvr] = &watchedAPI{api: a.api, hasStatus: a.hasStatus, synced: reg.HasSynced}
+	w.mu.Unlock()
+	klog.InfoS("Watching queue objects", "dialect", a.api.Dialect, "resource", gvr.GroupResource().String()+"/"+gvr.Version)
+	go inf.Run(ctx.Done())
+}
+
+// observe takes in a queue object's latest version.
+func (w *Watcher) observe(api dialect.QueueAPI, obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	key := api.Key(u.GetNamespace(), u.GetName())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.objects[key] == nil {
+		w.objects[key] = map[schema.GroupVersionResource]*unstructured.Unstructured{}
+	}
+	w.objects[key][api.Resource] = u
+	if api.Namespaced {
+		c := crowd(api, u.GetNamespace())
+		if w.crowds[c] == nil {
+			w.crowds[c] = map[string]string{}
+		}
+		w.crowds[c][key] = api.Name(u.GetNamespace(), u.GetName())
+	}
+	w.tellLocked(w.affectedLocked(api, u.GetNamespace(), key))
+}
+
+// forget drops a deleted queue object.
+func (w *Watcher) forget(api dialect.QueueAPI, obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	key := api.Key(u.GetNamespace(), u.GetName())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if delete(w.objects[key], api.Resource); len(w.objects[key]) == 0 {
+		delete(w.objects, key)
+	}
+	affected := w.affectedLocked(api, u.GetNamespace(), key)
+	if api.Namespaced {
+		c := crowd(api, u.GetNamespace())
+		if delete(w.crowds[c], key); len(w.crowds[c]) == 0 {
+			delete(w.crowds, c)
+		}
+	}
+	w.tellLocked(affected)
+}
+
+// crowd names the namespaced quotas of one kind in one namespace, of which one may apply.
+func crowd(api dialect.QueueAPI, namespace string) string { return api.Kind + " " + namespace }
+
+// affectedLocked lists the keys whose reading a change to key may change: key, and for a
+// namespaced quota every other quota of its namespace.
+func (w *Watcher) affectedLocked(api dialect.QueueAPI, namespace, key string) []string {
+	keys := []string{key}
+	if api.Namespaced {
+		for k := range w.crowds[crowd(api, namespace)] {
+			if k != key {
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// tellLocked brings the manager's queues of keys up to date. Deletions go first: deleting one
+// of a namespace's two quotas forgets which quota applies to the namespace, and the other,
+// told next, takes it back.
+func (w *Watcher) tellLocked(keys []string) {
+	type reading struct {
+		key string
+		q   quota.Queue
+		obj *unstructured.Unstructured
+	}
+	var defined []reading
+	for _, key := range keys {
+		q, obj, ok := w.resolveLocked(key)
+		if ok {
+			defined = append(defined, reading{key, q, obj})
+			continue
+		}
+		delete(w.reported, key)
+		if _, known := w.told[key]; known {
+			delete(w.told, key)
+			w.cfg.Manager.DeleteQueue(key)
+		}
+	}
+	for _, r := range defined {
+		w.reportLocked(r.key, r.q, r.obj)
+		if told, known := w.told[r.key]; known && reflect.DeepEqual(told, r.q) {
+			continue
+		}
+		if r.q.Err != nil {
+			klog.InfoS("Queue cannot be used; its gangs wait", "queue", r.key, "err", r.q.Err)
+		}
+		w.told[r.key] = r.q
+		w.cfg.Manager.SetQueue(r.q)
+	}
+}
+
+// resolveLocked reads the queue key's objects define, and the object that speaks for it; ok is
+// false when no object defines it.
+func (w *Watcher) resolveLocked(key string) (q quota.Queue, obj *unstructured.Unstructured, ok bool) {
+	var found []dialect.FoundQueue
+	for _, api := range dialect.QueueAPIs() {
+		if u := w.objects[key][api.Resource]; u != nil {
+			found = append(found, dialect.FoundQueue{API: api, Object: u})
+		}
+	}
+	if q, ok = dialect.ChooseQueue(found); !ok {
+		return q, nil, false
+	}
+	if first := found[0]; first.API.Namespaced {
+		var others []string
+		for k, name := range w.crowds[crowd(first.API, q.Namespace)] {
+			if k != key {
+				others = append(others, name)
+			}
+		}
+		q = dialect.AloneInNamespace(q, others)
+	}
+	return q, found[0].Object, true
+}
+
+// reportLocked writes a Warning Event on the object of a queue that cannot be used, once per
+// error; one that can be used again is reported again when it breaks again.
+func (w *Watcher) reportLocked(key string, q quota.Queue, obj *unstructured.Unstructured) {
+	if q.Err == nil {
+		delete(w.reported, key)
+		return
+	}
+	msg := q.Err.Error()
+	if w.reported[key] == msg || !w.mayWriteNow() {
+		return
+	}
+	w.cfg.Recorder.Event(obj, corev1.EventTypeWarning, wellknown.ReasonQueueInvalid, msg+"; the queue's gangs wait until it is fixed")
+	w.reported[key] = msg
+}
