@@ -156,7 +156,7 @@ func (s *Syncer) discover(ctx context.Context) {
 	}
 	for _, a := range served {
 		s.mu.Lock()
-		_, running := s.watched[a.api.Resource]
+		_, running := s.watched[a.API.Resource]
 		s.mu.Unlock()
 		if !running {
 			s.watch(ctx, a)
@@ -168,21 +168,21 @@ func (s *Syncer) discover(ctx context.Context) {
 }
 
 func (s *Syncer) watch(ctx context.Context, a servedAPI) {
-	gvr := a.api.Resource
+	gvr := a.API.Resource
 	inf := dynamicinformer.NewFilteredDynamicInformer(s.client, gvr, "", 5*time.Minute, cache.Indexers{}, nil).Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.observe(a.api, obj) },
-		UpdateFunc: func(_, obj any) { s.observe(a.api, obj) },
-		DeleteFunc: func(obj any) { s.forget(a.api, obj) },
+		AddFunc:    func(obj any) { s.observe(a.API, obj) },
+		UpdateFunc: func(_, obj any) { s.observe(a.API, obj) },
+		DeleteFunc: func(obj any) { s.forget(a.API, obj) },
 	})
 	if err != nil {
 		klog.ErrorS(err, "Cannot watch group objects", "resource", gvr)
 		return
 	}
 	s.mu.Lock()
-	s.watched[gvr] = &watchedAPI{api: a.api, informer: inf, hasStatus: a.hasStatus}
+	s.watched[gvr] = &watchedAPI{api: a.API, informer: inf, hasStatus: a.HasStatus}
 	s.mu.Unlock()
-	klog.InfoS("Watching group objects", "dialect", a.api.Dialect, "resource", gvr.GroupResource().String()+"/"+gvr.Version)
+	klog.InfoS("Watching group objects", "dialect", a.API.Dialect, "resource", gvr.GroupResource().String()+"/"+gvr.Version)
 	go inf.Run(ctx.Done())
 }
 

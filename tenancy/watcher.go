@@ -188,7 +188,7 @@ func (w *Watcher) discover(ctx context.Context) {
 	}
 	for _, a := range served {
 		w.mu.Lock()
-		_, running := w.watched[a.api.Resource]
+		_, running := w.watched[a.API.Resource]
 		w.mu.Unlock()
 		if !running {
 			w.watch(ctx, a)
@@ -202,21 +202,21 @@ func (w *Watcher) discover(ctx context.Context) {
 // watch runs an informer without periodic resync: a queue changes when its object does, and a
 // resync would tell the manager nothing new.
 func (w *Watcher) watch(ctx context.Context, a servedAPI) {
-	gvr := a.api.Resource
+	gvr := a.API.Resource
 	inf := dynamicinformer.NewFilteredDynamicInformer(w.cfg.Client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.observe(a.api, obj) },
-		UpdateFunc: func(_, obj any) { w.observe(a.api, obj) },
-		DeleteFunc: func(obj any) { w.forget(a.api, obj) },
+		AddFunc:    func(obj any) { w.observe(a.API, obj) },
+		UpdateFunc: func(_, obj any) { w.observe(a.API, obj) },
+		DeleteFunc: func(obj any) { w.forget(a.API, obj) },
 	})
 	if err != nil {
 		klog.ErrorS(err, "Cannot watch queue objects", "resource", gvr)
 		return
 	}
 	w.mu.Lock()
-	w.watched[gvr] = &watchedAPI{api: a.api, hasStatus: a.hasStatus, synced: reg.HasSynced}
+	w.watched[gvr] = &watchedAPI{api: a.API, hasStatus: a.HasStatus, synced: reg.HasSynced}
 	w.mu.Unlock()
-	klog.InfoS("Watching queue objects", "dialect", a.api.Dialect, "resource", gvr.GroupResource().String()+"/"+gvr.Version)
+	klog.InfoS("Watching queue objects", "dialect", a.API.Dialect, "resource", gvr.GroupResource().String()+"/"+gvr.Version)
 	go inf.Run(ctx.Done())
 }
 
