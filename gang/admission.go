@@ -28,8 +28,10 @@ type admission struct {
 	join bool
 	// yield are lower-priority reservations the new one takes the capacity of.
 	yield []*reservation
-	// evict are the lower-priority pods the new one needs gone (gang preemption).
-	evict []victimUnit
+	// evict are the lower-priority pods the new one needs gone (gang preemption), or those
+	// reclaim takes back for reclaimFor, the gang's queue below its fair share.
+	evict      []victimUnit
+	reclaimFor string
 	// hold, when set, is a starving gang's new claim on capacity as it frees.
 	hold *reservation
 	// lacksMembers: the gang waits because too few of its members exist.
@@ -66,9 +68,14 @@ func (m *Manager) admit(p *podInfo, g *gangInfo, spec *gangspec.Spec, res *reser
 	if yield, taken := m.planTakeover(g, toPlace); taken.OK {
 		return admission{reserve: m.newReservation(g, spec, members, taken.Nodes), node: taken.Nodes[0], yield: yield}
 	}
-	if m.mayPreempt(g) {
+	if m.mayPreempt(g) && !m.cfg.NoPriorityPreemption {
 		if victims, freed := m.planPreemption(g, toPlace); freed.OK {
 			return admission{reserve: m.newReservation(g, spec, members, freed.Nodes), node: freed.Nodes[0], evict: victims}
+		}
+	}
+	if m.mayReclaim(g, p) {
+		if victims, freed, _ := m.planReclaim(g, p.queue, req, toPlace); freed.OK {
+			return admission{reserve: m.newReservation(g, spec, members, freed.Nodes), node: freed.Nodes[0], evict: victims, reclaimFor: p.queue}
 		}
 	}
 	why := m.shortfall(g, in, plan, heldBy)
@@ -260,7 +267,7 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 		klog.V(2).InfoS("Gang reserved", "gang", g.key, "slots", need, "expires", r.expires)
 		fx.podEvent(p, corev1.EventTypeNormal, wellknown.ReasonGangReserved, g.lastReason)
 		if len(a.evict) > 0 {
-			m.preemptLocked(g, r, a.evict, fx)
+			m.preemptLocked(g, r, a.evict, a.reclaimFor, fx)
 		}
 	}
 }

@@ -48,18 +48,26 @@ func (m *Manager) evictRefusedLately(p *podInfo) bool {
 
 // preemptLocked records a preemption the gang's new reservation r depends on: the reasons, the
 // Events naming victims and preemptor to each other, and the evictions to make.
-func (m *Manager) preemptLocked(g *gangInfo, r *reservation, victims []victimUnit, fx *effects) {
+//
+// reclaimFor, when set, is the queue below its fair share the evictions take capacity back for
+// (reclaim.go); the words then say so rather than call it preemption by priority.
+func (m *Manager) preemptLocked(g *gangInfo, r *reservation, victims []victimUnit, reclaimFor string, fx *effects) {
 	names := make([]string, len(victims))
 	for i, u := range victims {
 		names[i] = fmt.Sprintf("%s (priority %d)", u.name(), u.prio)
 	}
 	list := strings.Join(names, ", ")
-	g.lastReason = fmt.Sprintf("gang %s: preempting %s for its quorum; %d members reserved on what they free, until %s",
-		g.key, list, len(r.slots), r.expires.UTC().Format("15:04:05"))
-	klog.InfoS("Gang preempting", "gang", g.key, "priority", r.priority, "victims", list)
+	verb, cause := "preempting", fmt.Sprintf("preempted by gang %s (priority %d) to place its quorum", g.key, r.priority)
+	if reclaimFor != "" {
+		verb = "reclaiming for " + reclaimFor + ", below its fair share,"
+		cause = fmt.Sprintf("reclaimed for gang %s of %s, which is below its fair share while this pod's queue is above its own", g.key, reclaimFor)
+	}
+	g.lastReason = fmt.Sprintf("gang %s: %s %s for its quorum; %d members reserved on what they free, until %s",
+		g.key, verb, list, len(r.slots), r.expires.UTC().Format("15:04:05"))
+	klog.InfoS("Gang preempting", "gang", g.key, "priority", r.priority, "victims", list, "reclaimFor", reclaimFor)
 	for _, u := range victims {
-		msg := fmt.Sprintf("preempted by gang %s (priority %d) to place its quorum", g.key, r.priority)
-		if u.gang != "" {
+		msg := cause
+		if u.gang != "" && !u.extra {
 			msg += fmt.Sprintf("; lockstep evicts gang %s whole (%d members)", u.gang, len(u.pods))
 		}
 		for _, p := range u.pods {

@@ -42,6 +42,12 @@ type Config struct {
 	// Evicter, when set, lets a gang whose quorum does not fit evict lower-priority pods (whole
 	// gangs or ordinary pods) for it; nil turns gang preemption off.
 	Evicter Evicter
+	// NoPriorityPreemption keeps gangs from evicting lower-priority pods while Evicter is set for
+	// QueueReclaim alone.
+	NoPriorityPreemption bool
+	// QueueReclaim lets a gang whose team queue is below its fair share take capacity back from
+	// queues above theirs (reclaim.go); it needs Evicter.
+	QueueReclaim bool
 	// StarvationThreshold is how long a gang whose quorum fits the cluster's capacity may wait
 	// for free capacity before lockstep holds capacity for it as it frees; 0 turns the rule off.
 	StarvationThreshold time.Duration

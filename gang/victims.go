@@ -21,12 +21,17 @@ type victimUnit struct {
 	pods []*podInfo
 	// gang is the key of the gang the pods form; "" for an ordinary pod.
 	gang string
-	prio int32
+	// extra: the unit is one member beyond its gang's quorum, not the gang (reclaim.go).
+	extra bool
+	prio  int32
 	// started is when the unit's newest pod was created: the later, the less work is lost.
 	started time.Time
 }
 
 func (u victimUnit) name() string {
+	if u.extra {
+		return "pod " + u.pods[0].key() + " beyond gang " + u.gang + "'s quorum"
+	}
 	if u.gang != "" {
 		return "gang " + u.gang
 	}
@@ -35,14 +40,21 @@ func (u victimUnit) name() string {
 
 // victimUnitsLocked lists what a gang at prio may preempt: bound pods of lower priority, a gang's
 // bound members as one unit. Pods already going and pods whose eviction was refused lately are
-// left out, and so is a gang with any member lockstep may not evict.
+// left out, and so is a gang with any member lockstep may not evict. Where team queues are
+// enforced, priority preempts only inside the gang's own queue (and pods of no queue), as
+// Volcano's preempt action does: capacity moves between queues by their shares (reclaim.go),
+// not by priority.
 func (m *Manager) victimUnitsLocked(own string, prio int32) []victimUnit {
 	byGang := map[string]*victimUnit{}
 	var units []victimUnit
 	spoiled := map[string]bool{}
+	ownQueue, queues := "", m.ledger.quota.Enforcing()
+	if g := m.ledger.gangs[own]; g != nil && g.oldest() != nil {
+		ownQueue = g.oldest().queue
+	}
 	for _, p := range m.ledger.pods {
 		key := gangKeyOf(p)
-		if !p.holds() || key == own {
+		if !p.holds() || key == own || (queues && p.queue != "" && p.queue != ownQueue) {
 			continue
 		}
 		ok := p.priority < prio && !p.deleting && !m.evictRefusedLately(p)

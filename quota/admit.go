@@ -156,11 +156,7 @@ func (b *Book) fair(q Question, e *entry) string {
 	if !q.Fair || q.Request.IsZero() {
 		return ""
 	}
-	extra := q.Request
-	if wq, wr, ok := b.Wants(q.Gang); ok && q.Gang != "" && wq == q.Queue {
-		extra = positive(extra.Sub(wr)) // its wait is counted already
-	}
-	shares := b.Shares(q.Capacity, q.Held, q.Queue, extra)
+	shares := b.Shares(q.Capacity, q.Held, q.Queue, b.unrecorded(q))
 	mine := shares[q.Queue]
 	alloc := b.allocated(q.Queue, q.Held)
 	over := false

@@ -60,19 +60,21 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	// calls OnGangChange before the informers start, by which time both exist.
 	var groups *podgroup.Syncer
 	var evicter gang.Evicter
-	if opts.gangPreemption {
+	if opts.gangPreemption || opts.queueReclaim {
 		evicter = gang.APIEvicter{Client: c.bind} // an eviction makes room for a gang to bind
 	}
 	a.manager = gang.NewManager(gang.Config{
-		Evicter:             evicter,
-		StarvationThreshold: opts.starvationThreshold,
-		ScoreEveryNode:      !opts.shortlist,
-		Tiers:               opts.tiers,
-		DefaultWaitingTime:  opts.defaultWaitingTime,
-		BindWait:            opts.bindWait,
-		CommitTimeout:       opts.commitTimeout,
-		Reader:              dialect.Pods{},
-		OnGangChange:        func(key string) { groups.GangChanged(key) },
+		Evicter:              evicter,
+		NoPriorityPreemption: !opts.gangPreemption,
+		QueueReclaim:         opts.queueReclaim,
+		StarvationThreshold:  opts.starvationThreshold,
+		ScoreEveryNode:       !opts.shortlist,
+		Tiers:                opts.tiers,
+		DefaultWaitingTime:   opts.defaultWaitingTime,
+		BindWait:             opts.bindWait,
+		CommitTimeout:        opts.commitTimeout,
+		Reader:               dialect.Pods{},
+		OnGangChange:         func(key string) { groups.GangChanged(key) },
 	}, gang.NewAPIBinder(c.bind), getPod, recorder, gang.NewMetrics(reg))
 	groups = podgroup.New(c.groups, c.discovery, a.manager, opts.groupDiscoveryInterval)
 	groups.SetWriteGate(a.leader.Leading)

@@ -1,0 +1,98 @@
+package quota
+
+import (
+	"fmt"
+
+	"github.com/lockstep-sched/lockstep/placement"
+)
+
+// Reclaim is the arithmetic of taking capacity back for a queue below its share from queues
+// above theirs. Its owner picks the victims (whole gangs, or members beyond their gang's quorum)
+// and places the gang; Reclaim says which queue may lose how much. Two rules keep it from
+// ping-pong (Volcano #4947, #561): the reclaiming queue ends no higher than its share, and a
+// queue it takes from ends no lower than its own, so neither can take the capacity back again.
+type Reclaim struct {
+	book   *Book
+	held   map[string]Resources
+	shares map[string]Resources
+	// taken is what the plan takes from each queue so far.
+	taken map[string]Resources
+	// scarce are the resources the gang asks more of than the queues have free: a queue keeps its
+	// share of these. Of the others nobody is short, and their shares (what each asks, when
+	// there is room for all) say nothing of who should give way.
+	scarce ResourceSet
+}
+
+// StartReclaim opens a reclaim for q (its queue, its gang's whole quorum), or says why its queue
+// may not reclaim: it would end above its fair share, or no queue is enforced.
+func (b *Book) StartReclaim(q Question) (*Reclaim, string) {
+	if !b.enforced(q.Queue) {
+		return nil, "no team queue is enforced"
+	}
+	extra := b.unrecorded(q)
+	shares := b.Shares(q.Capacity, q.Held, q.Queue, extra)
+	alloc := b.allocated(q.Queue, q.Held)
+	for _, res := range countedNames {
+		if need := q.Request.Get(res); need > 0 && alloc.Get(res)+need > shares[q.Queue].Get(res) {
+			return nil, fmt.Sprintf("%s would end above its fair share of %s (deserves %s, holds %s, %s asks %s more); it takes nothing back from other queues",
+				q.Queue, res, placement.Amount(res, shares[q.Queue].Get(res)), placement.Amount(res, alloc.Get(res)), asker(q), placement.Amount(res, need))
+		}
+	}
+	return &Reclaim{book: b, held: q.Held, shares: shares, taken: map[string]Resources{}, scarce: b.scarce(q)}, ""
+}
+
+// scarce are the resources q asks more of than the queues have free in all; when none is (the
+// free capacity lies in pieces too small), every resource it asks.
+func (b *Book) scarce(q Question) ResourceSet {
+	free := q.Capacity.Sub(b.totalAllocated(q.Held))
+	var short, asked ResourceSet
+	for _, res := range countedNames {
+		if need := q.Request.Get(res); need > 0 {
+			asked |= SetOf(res)
+			if need > free.Get(res) {
+				short |= SetOf(res)
+			}
+		}
+	}
+	if short == 0 {
+		return asked
+	}
+	return short
+}
+
+// MayTake reports whether the plan may take r more from queue: the queue lets others reclaim
+// from it, and what it keeps stays at or above its share, its guarantee and its min.
+func (rc *Reclaim) MayTake(queue string, r Resources) bool {
+	e := rc.book.queues[queue]
+	if e == nil || !e.defined || !e.q.Reclaimable {
+		return false
+	}
+	left := rc.book.allocated(queue, rc.held).Sub(rc.taken[queue]).Sub(r)
+	floor := rc.shares[queue]
+	for _, res := range countedNames {
+		if r.Get(res) == 0 {
+			continue
+		}
+		keep := max(e.q.Guarantee.Get(res), e.q.Min.Get(res))
+		if rc.scarce.Has(SetOf(res)) {
+			keep = max(keep, floor.Get(res))
+		}
+		if left.Get(res) < keep {
+			return false
+		}
+	}
+	return true
+}
+
+// Take records that the plan takes r from queue; Give puts it back.
+func (rc *Reclaim) Take(queue string, r Resources) { rc.taken[queue] = rc.taken[queue].Add(r) }
+
+func (rc *Reclaim) Give(queue string, r Resources) { rc.taken[queue] = rc.taken[queue].Sub(r) }
+
+// unrecorded is what q asks beyond the wait its gang has recorded in the same queue.
+func (b *Book) unrecorded(q Question) Resources {
+	if wq, wr, ok := b.Wants(q.Gang); ok && q.Gang != "" && wq == q.Queue {
+		return positive(q.Request.Sub(wr))
+	}
+	return q.Request
+}
