@@ -77,6 +77,7 @@ demo: control-plane
 # where each is bound by CPU alone.
 bench: control-plane scheduler-plugins
 	$(GO) run ./test/cmd/verbbench
+	$(GO) run ./test/cmd/queuebench
 	$(GO) run ./test/cmd/throughput
 	$(GO) run ./test/cmd/throughput -scheduler-qps 1000
 

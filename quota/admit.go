@@ -153,8 +153,8 @@ func (b *Book) totalAllocated(held map[string]Resources) Resources {
 // owed: a queue alone may fill the idle cluster, but once another queue waits below its share,
 // what frees up goes to that one. e is nil for an implicit default queue.
 func (b *Book) fair(q Question, e *entry) string {
-	if !q.Fair || q.Request.IsZero() {
-		return ""
+	if !q.Fair || q.Request.IsZero() || !b.othersWait(q.Queue) {
+		return "" // nobody else is owed anything: past its share or not, the queue may take it
 	}
 	shares := b.Shares(q.Capacity, q.Held, q.Queue, b.unrecorded(q))
 	mine := shares[q.Queue]
@@ -203,6 +203,16 @@ func (b *Book) owed(q Question, shares map[string]Resources, priority int32) (Re
 		}
 	}
 	return owed, to
+}
+
+// othersWait reports whether a queue other than key has a gang waiting.
+func (b *Book) othersWait(key string) bool {
+	for k, e := range b.queues {
+		if k != key && e.waiting > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func priorityOf(e *entry) int32 {

@@ -1,7 +1,7 @@
 package quota
 
 import (
-	"sort"
+	"slices"
 )
 
 // Book is every queue lockstep enforces, what each holds and what its waiting gangs ask. Its
@@ -16,6 +16,9 @@ import (
 // queues share comes with each question too: the owner counts nodes.
 type Book struct {
 	queues map[string]*entry
+	// order is the keys of queues, sorted: shares and views walk queues in a stable order, and
+	// admission does so on every waiting gang's filter.
+	order []string
 	// defaults are the queue each namespace names for a kind (Volcano's namespace annotation).
 	defaults map[string]map[string]string
 	// namespaceQueue is the queue that applies to all of a namespace's pods (an ElasticQuota).
@@ -54,6 +57,8 @@ func (b *Book) entry(key string) *entry {
 	if !ok {
 		e = &entry{}
 		b.queues[key] = e
+		i, _ := slices.BinarySearch(b.order, key)
+		b.order = slices.Insert(b.order, i, key)
 	}
 	return e
 }
@@ -62,6 +67,9 @@ func (b *Book) entry(key string) *entry {
 func (b *Book) dropIfIdle(key string) {
 	if e := b.queues[key]; e != nil && !e.defined && e.used.IsZero() && e.waiting == 0 {
 		delete(b.queues, key)
+		if i, found := slices.BinarySearch(b.order, key); found {
+			b.order = slices.Delete(b.order, i, i+1)
+		}
 	}
 }
 
@@ -161,6 +169,9 @@ func (b *Book) Unuse(key string, r Resources) {
 // Want records that gang waits for capacity with a quorum of r in queue key, replacing what it
 // wanted before; Unwant says it no longer waits. What queues' gangs wait for shapes their share.
 func (b *Book) Want(gang, key string, r Resources) {
+	if w, ok := b.wants[gang]; ok && w.queue == key && w.r == r {
+		return // a waiting gang's every retry tells the same
+	}
 	b.Unwant(gang)
 	if key == "" {
 		return
@@ -207,12 +218,5 @@ func (b *Book) enforced(key string) bool {
 	return false
 }
 
-// keys lists the queue keys in a stable order, for shares and views.
-func (b *Book) keys() []string {
-	keys := make([]string, 0, len(b.queues))
-	for k := range b.queues {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+// keys lists the queue keys in a stable order, for shares and views; callers must not change it.
+func (b *Book) keys() []string { return b.order }

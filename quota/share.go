@@ -59,27 +59,43 @@ func (c Claim) at(level float64) int64 {
 	return min(max(v, lo), hi)
 }
 
-// waterLevel finds, by bisection, the amount per unit of weight at which the claims add up to
-// total. Sixty halvings take any int64 range below one unit.
+// waterLevel finds the amount per unit of weight at which the claims add up to total. Their sum
+// is piecewise linear in the level, bending where a claim reaches its floor or its ceiling; a
+// binary search over those bends finds the piece that crosses total, and the level is read off
+// it. Admission asks for shares on every waiting gang's filter, so this is O(n log n), not a
+// walk per step of a bisection.
 func waterLevel(total int64, claims []Claim) float64 {
-	lo, hi := 0.0, 0.0
+	bends := make([]float64, 0, 2*len(claims))
 	for _, c := range claims {
-		_, ceil := c.bounds()
-		hi = max(hi, float64(ceil)/float64(max(c.Weight, 1)))
+		lo, hi := c.bounds()
+		w := float64(max(c.Weight, 1))
+		bends = append(bends, float64(lo)/w, float64(hi)/w)
 	}
-	for range 60 {
-		mid := (lo + hi) / 2
-		sum := int64(0)
-		for _, c := range claims {
-			sum += c.at(mid)
-		}
-		if sum <= total {
-			lo = mid
-		} else {
-			hi = mid
-		}
+	sort.Float64s(bends)
+	target := float64(total)
+	i := sort.Search(len(bends), func(i int) bool { return sumAt(bends[i], claims) >= target })
+	if i == len(bends) {
+		return bends[len(bends)-1]
 	}
-	return lo
+	if i == 0 {
+		return bends[0]
+	}
+	a, b := bends[i-1], bends[i]
+	sa, sb := sumAt(a, claims), sumAt(b, claims)
+	if sb == sa {
+		return a
+	}
+	return a + (b-a)*(target-sa)/(sb-sa)
+}
+
+// sumAt is what the claims add up to at level, unrounded.
+func sumAt(level float64, claims []Claim) float64 {
+	sum := 0.0
+	for _, c := range claims {
+		lo, hi := c.bounds()
+		sum += min(max(level*float64(max(c.Weight, 1)), float64(lo)), float64(hi))
+	}
+	return sum
 }
 
 // spreadRemainder hands out, one unit each, what rounding down left over: to the queues still
