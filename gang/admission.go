@@ -242,7 +242,6 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 		g.lackedMembers = g.lackedMembers || a.lacksMembers
 		g.turnedAway = m.now()
 		if a.hold != nil {
-			a.hold.queue = p.queue
 			m.holdLocked(g, a.hold, a.wait)
 		}
 		if !a.want.IsZero() {

@@ -188,9 +188,16 @@ func (m *Manager) lookupPod(ctx context.Context, namespace, name string, uid typ
 func (m *Manager) bindNow(ctx context.Context, p *podInfo, node, kind string) error {
 	var fx effects
 	m.mu.Lock()
+	// Checked again here, where binds are counted as they start: pods the scheduler filtered
+	// together each saw the queue before the others' binds.
+	if why := m.podQueueWait(p); why != "" {
+		m.mu.Unlock()
+		return errors.New(why)
+	}
 	m.takeNodeLocked(p, node, &fx)
 	gpuIDs := m.ledger.chooseGPUs(node, p.uid, p.requests.GPU)
 	m.ledger.startBinding(node, p.requests)
+	m.ledger.startQueueBinding(p)
 	m.mu.Unlock()
 	m.apply(&fx)
 	err := m.binder.Bind(ctx, p.namespace, p.name, p.uid, node, gpuIDs)
@@ -198,6 +205,7 @@ func (m *Manager) bindNow(ctx context.Context, p *podInfo, node, kind string) er
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ledger.endBinding(node, p.requests)
+	m.ledger.endQueueBinding(p)
 	if err != nil {
 		m.ledger.unchooseGPUs(node, p.uid, gpuIDs)
 		return fmt.Errorf("binding pod %s to node %s: %w", p.key(), node, err)

@@ -64,6 +64,9 @@ func (m *Manager) wakeStrandedLocked(fx *effects) {
 	checked := 0
 	for _, w := range m.lineLocked() {
 		g := w.g
+		if w.waiting {
+			m.wantLocked(g, w.quorum[0], quorumRequests(w.quorum))
+		}
 		// Once per refusal: a gang woken since it was last turned away either came back (and was
 		// turned away again, or reserved) or the scheduler's own filters keep it from lockstep,
 		// and waking it again would only hold up the gangs behind it.

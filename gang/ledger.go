@@ -39,6 +39,10 @@ type ledger struct {
 	// schedulable is what the known schedulable nodes have in all, unqueued what bound pods of no
 	// queue take of it: the queues share the difference.
 	schedulable, unqueued placement.Resources
+	// queueBinding is, per queue, what ordinary binds on their way to the apiserver will take:
+	// the scheduler binds pods in parallel, and a quota checked only against bound pods would let
+	// pods scheduled together past it.
+	queueBinding map[string]placement.Resources
 }
 
 // deletedFor is how long a deleted pod's uid is remembered: far longer than a scheduling cycle
@@ -52,7 +56,8 @@ type groupRules struct {
 
 func newLedger(read gangspec.Reader, tiers fabric.Tiers) *ledger {
 	return &ledger{pods: map[types.UID]*podInfo{}, nodes: map[string]*nodeInfo{}, gangs: map[string]*gangInfo{},
-		groups: map[string]groupRules{}, read: read, tiers: tiers, deleted: map[types.UID]time.Time{}, quota: quota.NewBook()}
+		groups: map[string]groupRules{}, read: read, tiers: tiers, deleted: map[types.UID]time.Time{}, quota: quota.NewBook(),
+		queueBinding: map[string]placement.Resources{}}
 }
 
 func (l *ledger) node(name string) *nodeInfo {

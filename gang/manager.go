@@ -64,6 +64,10 @@ type Config struct {
 	// changed (members, rules, reservation, commit), outside the manager's lock; it must not
 	// block. Package podgroup uses it to keep group objects' status current.
 	OnGangChange func(gang string)
+	// OnQueuesChange, when set, is called after a team queue was defined, changed or deleted,
+	// outside the manager's lock; it must not block. Package podgroup looks at every group
+	// object again: one waiting for its queue may go Inqueue now.
+	OnQueuesChange func()
 }
 
 const (
@@ -181,10 +185,14 @@ func (m *Manager) UpsertPod(pod *corev1.Pod) {
 func (m *Manager) upsertInfo(info *podInfo) *podInfo {
 	var fx effects
 	m.mu.Lock()
-	_, known := m.ledger.pods[info.uid]
+	prev, known := m.ledger.pods[info.uid]
+	turnedAway := info.condition != "" && (!known || prev.condition != info.condition)
 	p := m.ledger.upsertInfo(info)
 	if !known {
 		m.memberArrivedLocked(p, &fx)
+	}
+	if turnedAway {
+		m.noteTurnedAwayLocked(p)
 	}
 	m.mu.Unlock()
 	m.apply(&fx)

@@ -26,6 +26,13 @@ func (m *Manager) SetQueue(q quota.Queue) {
 	m.wakeQueueLocked(q.Key(), q.Key()+" was created or changed", &fx)
 	m.mu.Unlock()
 	m.apply(&fx)
+	m.queuesChanged()
+}
+
+func (m *Manager) queuesChanged() {
+	if m.cfg.OnQueuesChange != nil {
+		m.cfg.OnQueuesChange()
+	}
 }
 
 // DeleteQueue forgets a queue; its gangs then wait for it to exist again.
@@ -38,15 +45,20 @@ func (m *Manager) DeleteQueue(key string) {
 	m.wakeQueueLocked(key, key+" was deleted", &fx)
 	m.mu.Unlock()
 	m.apply(&fx)
+	m.queuesChanged()
 }
 
 // SetNamespaceDefault records the queue of kind that gangs of namespace go to when their group
 // names none (Volcano's namespace annotation); an empty name forgets it.
 func (m *Manager) SetNamespaceDefault(namespace, kind, name string) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.ledger.quota.SetNamespaceDefault(namespace, kind, name) {
+	changed := m.ledger.quota.SetNamespaceDefault(namespace, kind, name)
+	if changed {
 		m.ledger.requeueNamespace(namespace)
+	}
+	m.mu.Unlock()
+	if changed {
+		m.queuesChanged()
 	}
 }
 
@@ -68,7 +80,7 @@ type QueueGang struct {
 func (m *Manager) Queues() []QueueView {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	statuses := m.ledger.quota.Statuses(m.ledger.queueCapacity(), m.book.heldByQueue())
+	statuses := m.ledger.quota.Statuses(m.ledger.queueCapacity(), m.queueHeld())
 	out := make([]QueueView, len(statuses))
 	index := map[string]int{}
 	for i, s := range statuses {
@@ -108,7 +120,7 @@ func (m *Manager) queueWait(g *gangInfo, p *podInfo, req placement.Resources) st
 	if !book.Enforcing() || p.queue == "" {
 		return ""
 	}
-	why := book.Admit(quota.Question{Queue: p.queue, Gang: g.key, Request: req, Held: m.book.heldByQueue(),
+	why := book.Admit(quota.Question{Queue: p.queue, Gang: g.key, Request: req, Held: m.queueHeldBesides(g.key),
 		Capacity: m.ledger.queueCapacity(), Fair: true})
 	if why != "" {
 		return fmt.Sprintf("gang %s waits for its queue: %s", g.key, why)
@@ -136,7 +148,7 @@ func (m *Manager) singleQueueWait(namespace, name, queue string, req placement.R
 	if !book.Enforcing() || queue == "" {
 		return ""
 	}
-	why := book.Admit(quota.Question{Queue: queue, Request: req, Held: m.book.heldByQueue(), Capacity: m.ledger.queueCapacity()})
+	why := book.Admit(quota.Question{Queue: queue, Request: req, Held: m.queueHeld(), Capacity: m.ledger.queueCapacity()})
 	if why != "" {
 		return fmt.Sprintf("pod %s/%s waits for its queue: %s", namespace, name, why)
 	}
@@ -152,6 +164,19 @@ func (m *Manager) wantLocked(g *gangInfo, p *podInfo, req placement.Resources) {
 }
 
 func (m *Manager) unwantLocked(gang string) { m.ledger.quota.Unwant(gang) }
+
+// noteTurnedAwayLocked records the wait of a gang whose member the scheduler turned away: on a
+// full cluster its own resource checks refuse every member before lockstep's filter is asked,
+// and a queue whose gangs are never counted as waiting would be owed nothing.
+func (m *Manager) noteTurnedAwayLocked(p *podInfo) {
+	g := m.ledger.gangOf(p)
+	if g == nil || p.spec == nil || p.holds() || !m.ledger.quota.Enforcing() || g.satisfied(p.spec) || m.liveReservation(g.key) != nil {
+		return
+	}
+	if members, wait := quorumMembers(p, g, p.spec); wait == "" {
+		m.wantLocked(g, p, quorumRequests(members))
+	}
+}
 
 // wakeQueueLocked sends a waiting member of each gang waiting on queue back to filter.
 func (m *Manager) wakeQueueLocked(queue, why string, fx *effects) {
@@ -169,9 +194,50 @@ func (m *Manager) queueRanker() func(queue string) quota.Rank {
 	if !book.Enforcing() {
 		return func(string) quota.Rank { return quota.Rank{} }
 	}
-	held := m.book.heldByQueue()
+	held := m.queueHeld()
 	shares := book.Shares(m.ledger.queueCapacity(), held, "", placement.Resources{})
 	return func(queue string) quota.Rank { return book.Rank(queue, shares, held) }
+}
+
+// queueHeld is what each queue holds beside its bound pods: its gangs' reservations and its
+// ordinary binds on their way.
+func (m *Manager) queueHeld() map[string]placement.Resources {
+	held := m.book.heldByQueue()
+	for q, r := range m.ledger.queueBinding {
+		held[q] = held[q].Add(r)
+	}
+	return held
+}
+
+// queueHeldBesides is queueHeld less what gang's own reservation or hold sets aside: a gang asking
+// for its quorum must not be counted twice, once in what it asks and once in what it holds.
+func (m *Manager) queueHeldBesides(gang string) map[string]placement.Resources {
+	held := m.queueHeld()
+	if res := m.book.live(gang); res != nil && res.queue != "" {
+		for _, s := range res.slots {
+			if s.holdsCapacity() {
+				held[res.queue] = held[res.queue].Sub(s.requests)
+			}
+		}
+	}
+	return held
+}
+
+func (l *ledger) startQueueBinding(p *podInfo) {
+	if p.queue != "" {
+		l.queueBinding[p.queue] = l.queueBinding[p.queue].Add(p.requests)
+	}
+}
+
+func (l *ledger) endQueueBinding(p *podInfo) {
+	if p.queue == "" {
+		return
+	}
+	if left := l.queueBinding[p.queue].Sub(p.requests); left.IsZero() {
+		delete(l.queueBinding, p.queue)
+	} else {
+		l.queueBinding[p.queue] = left
+	}
 }
 
 // quorumRequests is what the members of a quorum ask in all.
@@ -190,11 +256,11 @@ func quorumRequests(members []*podInfo) placement.Resources {
 func (m *Manager) QueueTakes(namespace, name string, ref quota.Ref, req placement.Resources) (bool, string) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	book := m.ledger.quota
-	if !book.Enforcing() {
-		return true, ""
+	book, key := m.ledger.quota, namespace+"/"+name
+	if !book.Enforcing() || m.liveReservation(key) != nil {
+		return true, "" // a gang with a reservation was admitted already
 	}
-	why := book.Admit(quota.Question{Queue: book.Resolve(namespace, ref), Gang: namespace + "/" + name, Request: req,
-		Held: m.book.heldByQueue(), Capacity: m.ledger.queueCapacity()})
+	why := book.Admit(quota.Question{Queue: book.Resolve(namespace, ref), Gang: key, Request: req,
+		Held: m.queueHeldBesides(key), Capacity: m.ledger.queueCapacity()})
 	return why == "", why
 }

@@ -3,6 +3,7 @@ package gang
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -220,4 +221,56 @@ func TestNamespaceDefaultQueueMovesUse(t *testing.T) {
 	e.m.SetNamespaceDefault("default", volcanoQueue, "team-a")
 	assert.Equal(t, int64(2), e.queueView("team-a").Used.GPU)
 	e.requireWaits(e.queuedGang("h", "", 1, 1), "Volcano Queue team-a: nvidia.com/gpu would go over its limit of 2")
+}
+
+// A gang its queue turns away never takes a starvation hold: it would keep capacity from the
+// gangs its queue does take.
+func TestGangItsQueueRefusesHoldsNothing(t *testing.T) {
+	e, clock := starvationEnv(t) // two 4-GPU nodes
+	e.m.SetQueue(gpuQueue("team-a", withCapability(4)))
+	big := e.queuedGang("big", "team-a", 5, 1)
+	clock.advance(2 * time.Minute) // past the starvation threshold
+	e.requireWaits(big, "would go over its limit of 4")
+	e.m.mu.Lock()
+	e.m.holdForStarvingLocked(&effects{})
+	holder := e.m.book.holder()
+	e.m.mu.Unlock()
+	assert.Empty(t, holder, "no hold for a gang its queue refuses")
+	e.filterOne(e.queuedGang("fits", "team-a", 4, 1)[0]) // nothing held against the gang the queue takes
+}
+
+// A gang whose members the scheduler turns away before lockstep's filter (no node has room in
+// its own eyes) still counts as waiting in its queue, so that its queue is owed its share.
+func TestGangTurnedAwayByTheSchedulerCountsAsWaiting(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	e.m.SetQueue(gpuQueue("b"))
+	pods := make([]*corev1.Pod, 2)
+	for i := range pods {
+		pods[i] = builders.Pod("default", fmt.Sprintf("b-%d", i)).GPU(1).Annotation(wellknown.AnnotationGroupName, "b").
+			Created(t0.Add(timeSecond(i))).Obj()
+	}
+	e.m.SetGroup(volcanoRules("b", &gangspec.Spec{MinAvailable: 2, Queue: quota.Ref{Kind: volcanoQueue, Name: "b"}}, nil))
+	e.add(pods...)
+	assert.Equal(t, 0, e.queueView("b").Waiting)
+	turned := pods[0].DeepCopy()
+	turned.Status.Conditions = builders.Pod("x", "y").Unschedulable("0/2 nodes are available: 2 Insufficient nvidia.com/gpu.").Obj().Status.Conditions
+	e.add(turned)
+	v := e.queueView("b")
+	assert.Equal(t, 1, v.Waiting)
+	assert.Equal(t, int64(2), v.Wanted.GPU)
+}
+
+// Ordinary pods the scheduler placed together each passed filter before the others bound; the
+// bind, where lockstep counts binds as they start, keeps the quota.
+func TestQuotaHoldsAtBindForPodsFilteredTogether(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	e.m.SetQueue(quota.Queue{Kind: "ElasticQuota", Name: "default/q", Namespace: "default", Weight: 1, State: quota.Open,
+		Capability: quota.Limit{Amount: placement.Resources{GPU: 1}, Named: quota.GPU}})
+	first, second := builders.Pod("default", "p-0").GPU(1).Obj(), builders.Pod("default", "p-1").GPU(1).Obj()
+	e.add(first, second)
+	n0, n1 := e.place(first), e.place(second) // both filtered before either binds
+	require.NoError(t, e.bind(first, n0))
+	err := e.bind(second, n1)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pod default/p-1 waits for its queue: ElasticQuota default/q: nvidia.com/gpu would go over its limit of 1")
 }

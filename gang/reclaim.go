@@ -100,7 +100,7 @@ func reclaimFirst(a, b reclaimUnit) bool {
 // req in its queue, fits; plan.OK is false, with why, when it may not or cannot.
 func (m *Manager) planReclaim(g *gangInfo, queue string, req placement.Resources, members []placement.Member) ([]victimUnit, placement.Plan, string) {
 	rc, why := m.ledger.quota.StartReclaim(quota.Question{Queue: queue, Gang: g.key, Request: req,
-		Held: m.book.heldByQueue(), Capacity: m.ledger.queueCapacity()})
+		Held: m.queueHeldBesides(g.key), Capacity: m.ledger.queueCapacity()})
 	if rc == nil {
 		return nil, placement.Plan{}, why
 	}

@@ -76,8 +76,8 @@ func (m *Manager) anyStarvingLocked() bool {
 // planHold is a hold for a starving gang's quorum, nil when the rule does not apply: the gang is
 // not starving, another gang holds already, or the quorum would not fit even then.
 func (m *Manager) planHold(g *gangInfo, members []*podInfo, toPlace []placement.Member) *reservation {
-	if !m.starving(g) || m.book.holder() != "" {
-		return nil
+	if !m.starving(g) || m.book.holder() != "" || m.queueWait(g, members[0], quorumRequests(members)) != "" {
+		return nil // a gang its queue turns away holds nothing for itself
 	}
 	prio := g.priority()
 	in := placement.Input{Free: map[string]placement.Resources{}, GangNodes: map[string]bool{}, Members: toPlace}
@@ -102,7 +102,7 @@ func (m *Manager) planHold(g *gangInfo, members []*podInfo, toPlace []placement.
 	now := m.now()
 	// It lives one waiting time and is then planned afresh: nodes come and go meanwhile.
 	spec, _ := g.reference()
-	res := &reservation{gang: g.key, priority: prio, created: now, expires: now.Add(m.waitingTime(spec)), state: holding, done: make(chan struct{})}
+	res := &reservation{gang: g.key, priority: prio, queue: members[0].queue, created: now, expires: now.Add(m.waitingTime(spec)), state: holding, done: make(chan struct{})}
 	for i, q := range members {
 		res.slots = append(res.slots, &slot{plannedFor: q.uid, node: plan.Nodes[i], requests: q.requests, state: slotPlanned})
 	}

@@ -68,7 +68,7 @@ func (s *Syncer) syncStatus(ctx context.Context, r ref) error {
 	in := statusInput{api: w.api, obj: obj}
 	in.standing, in.known = s.manager.Standing(r.namespace + "/" + r.name)
 	if w.api.Status == dialect.StatusVolcano && w.api.Dialect == dialect.Volcano.Dialect {
-		in.fits, in.fitsWhy = s.queueable(obj, in)
+		in.fits, in.fitsWhy, in.queueRefused = s.queueable(obj, in)
 	}
 	patch := statusPatch(in, time.Now())
 	if patch == nil {
@@ -92,23 +92,23 @@ func (s *Syncer) syncStatus(ctx context.Context, r ref) error {
 // queueable is Volcano's enqueue test: could the group's queue take it, and could its
 // minResources (or, without them, its members' requests) be placed on what the cluster has free,
 // in total. why is the whole reason a user reads.
-func (s *Syncer) queueable(obj *unstructured.Unstructured, in statusInput) (bool, string) {
+func (s *Syncer) queueable(obj *unstructured.Unstructured, in statusInput) (fits bool, why string, queueRefused bool) {
 	req, err := minResources(obj)
 	if err != nil {
-		return false, "lockstep: " + err.Error()
+		return false, "lockstep: " + err.Error(), false
 	}
 	if req.IsZero() && in.known {
 		req = in.standing.QuorumRequests
 	}
 	if spec, err := in.api.Parse(obj); err == nil {
 		if ok, why := s.manager.QueueTakes(obj.GetNamespace(), obj.GetName(), spec.Queue, req); !ok {
-			return false, "lockstep: the group waits for its queue: " + why
+			return false, "lockstep: the group waits for its queue: " + why, true
 		}
 	}
 	if ok, why := s.manager.FitsInTotal(req); !ok {
-		return false, "lockstep: the group's minimum resources do not fit the cluster's free capacity: " + why
+		return false, "lockstep: the group's minimum resources do not fit the cluster's free capacity: " + why, false
 	}
-	return true, ""
+	return true, "", false
 }
 
 // minResources reads spec.minResources, a resource list.
@@ -134,9 +134,11 @@ type statusInput struct {
 	obj      *unstructured.Unstructured
 	standing gang.Standing
 	known    bool // lockstep knows members of the gang
-	// fits and fitsWhy are the Volcano enqueue test's answer.
-	fits    bool
-	fitsWhy string
+	// fits and fitsWhy are the Volcano enqueue test's answer; queueRefused says its queue, not the
+	// cluster, turned the group away.
+	fits         bool
+	fitsWhy      string
+	queueRefused bool
 }
 
 // statusPatch is the merge patch of the status lockstep writes, nil when the object already says
@@ -172,6 +174,10 @@ func volcanoStatus(in statusInput, current map[string]any, now time.Time) map[st
 	switch {
 	case in.known && st.Phase == gang.PhaseBound:
 		phase = phaseRunning
+	case phase == phaseInqueue && in.queueRefused && in.known && st.Bound == 0:
+		// Enqueued before lockstep knew what the gang asks (no minResources, members not yet
+		// seen): now that its queue turns the whole quorum away, the group waits again.
+		phase = phasePending
 	case phase == phaseRunning || phase == phaseInqueue:
 	case in.fits:
 		phase = phaseInqueue

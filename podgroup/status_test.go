@@ -42,6 +42,11 @@ func TestVolcanoStatus(t *testing.T) {
 		{name: "the same reason again: nothing to write",
 			in: statusInput{obj: object(map[string]any{"phase": "Inqueue", "running": int64(0), "conditions": []any{map[string]any{"type": "Unschedulable", "status": "True",
 				"reason": "NotEnoughResources", "message": "gang ns/tf: no room", "lastTransitionTime": "2026-11-22T09:00:00Z"}}}), known: true, standing: waiting}},
+		{name: "enqueued before the gang was known, then its queue turns the quorum away: Pending again",
+			in: statusInput{obj: object(map[string]any{"phase": "Inqueue"}), known: true, standing: waiting, queueRefused: true,
+				fitsWhy: "lockstep: the group waits for its queue: Volcano Queue a: nvidia.com/gpu would go over its limit of 4"},
+			want: map[string]any{"phase": "Pending", "running": int64(0), "conditions": []any{map[string]any{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+				"message": "gang ns/tf: no room", "lastTransitionTime": "2026-11-22T10:00:00Z"}}}},
 		{name: "quorum bound: Running, and the condition goes; others' conditions stay",
 			in: statusInput{obj: object(map[string]any{"phase": "Inqueue", "conditions": []any{
 				map[string]any{"type": "Unschedulable", "status": "True", "message": "old"}, map[string]any{"type": "Other", "status": "True"}}}),

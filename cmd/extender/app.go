@@ -75,6 +75,7 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 		CommitTimeout:        opts.commitTimeout,
 		Reader:               dialect.Pods{},
 		OnGangChange:         func(key string) { groups.GangChanged(key) },
+		OnQueuesChange:       func() { groups.Resync() },
 	}, gang.NewAPIBinder(c.bind), getPod, recorder, gang.NewMetrics(reg))
 	groups = podgroup.New(c.groups, c.discovery, a.manager, opts.groupDiscoveryInterval)
 	groups.SetWriteGate(a.leader.Leading)
