@@ -121,12 +121,14 @@ func (b *reservationBook) held(v view) (byNode, byGang map[string]placement.Reso
 }
 
 // heldByQueue sums what live reservations hold per team queue: what a queue holds besides its
-// bound pods.
+// bound pods. A starving gang's hold is left out: it is a claim on capacity as it frees, mostly
+// on capacity others still use, and counted as its queue's it would make a queue that waits
+// below its share look served, so that a queue above its share took what frees elsewhere.
 func (b *reservationBook) heldByQueue() map[string]placement.Resources {
 	out := map[string]placement.Resources{}
 	for _, item := range b.cache.Items() {
 		res := item.Object.(*reservation)
-		if res.queue == "" || res.state == released {
+		if res.queue == "" || res.state == released || res.state == holding {
 			continue
 		}
 		for _, s := range res.slots {

@@ -274,3 +274,26 @@ func TestQuotaHoldsAtBindForPodsFilteredTogether(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pod default/p-1 waits for its queue: ElasticQuota default/q: nvidia.com/gpu would go over its limit of 1")
 }
+
+// A starving gang's hold is a claim on capacity others still use: it does not make its queue
+// look served, so what frees elsewhere is still owed to that queue, not to one above its share.
+func TestHoldDoesNotMakeAQueueLookServed(t *testing.T) {
+	e, clock := starvationEnv(t) // two 4-GPU nodes
+	e.m.SetQueue(gpuQueue("a", withWeight(3)))
+	e.m.SetQueue(gpuQueue("b", withWeight(1)))
+	var aGangs [][]*corev1.Pod
+	for i := range 8 {
+		g := e.queuedGang(fmt.Sprintf("a%d", i), "a", 1, 1)
+		e.bindQuorum(g)
+		aGangs = append(aGangs, g)
+	}
+	b0 := e.queuedGang("b0", "b", 2, 1)
+	e.requireWaits(b0, "0 free")
+	clock.advance(2 * time.Minute)
+	e.requireWaits(b0, "lockstep holds nodes") // b0 starves: it holds capacity as it frees
+	e.m.DeletePod(aGangs[0][0].UID)            // one GPU frees; b0 needs two
+	held := e.queueView("b")
+	assert.True(t, held.Held.IsZero(), "a hold is not what its queue holds: %+v", held.Held)
+	aNext := e.queuedGang("a8", "a", 1, 1)
+	e.requireWaits(aNext, "owed to the waiting gangs of Volcano Queue b")
+}

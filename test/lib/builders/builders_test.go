@@ -59,3 +59,32 @@ func TestNode(t *testing.T) {
 	nodes := builders.GPUNodes("gpu", 3, 4)
 	require.Equal(t, []string{"gpu-0", "gpu-1", "gpu-2"}, builders.Names(nodes))
 }
+
+func TestQueueObjects(t *testing.T) {
+	q := builders.VolcanoQueue("team-a").Weight(3).Capability("nvidia.com/gpu", "4").Guarantee("nvidia.com/gpu", "2").Obj()
+	require.Equal(t, "scheduling.volcano.sh/v1beta1", q.GetAPIVersion())
+	require.Equal(t, "Queue", q.GetKind())
+	require.Equal(t, "team-a", q.GetName())
+	require.Empty(t, q.GetNamespace(), "a Volcano Queue is cluster-scoped")
+	require.Equal(t, map[string]any{
+		"weight": int64(3), "reclaimable": true,
+		"capability": map[string]any{"nvidia.com/gpu": "4"},
+		"guarantee":  map[string]any{"resource": map[string]any{"nvidia.com/gpu": "2"}},
+	}, q.Object["spec"])
+
+	eq := builders.ElasticQuota("ns", "quota").Min("cpu", "1").Max("nvidia.com/gpu", "2").Obj()
+	require.Equal(t, "ns", eq.GetNamespace())
+	require.Equal(t, map[string]any{"min": map[string]any{"cpu": "1"}, "max": map[string]any{"nvidia.com/gpu": "2"}}, eq.Object["spec"])
+
+	b := builders.VolcanoPodGroup("ns", "g").MinMember(5).Queue("team-a")
+	pg := b.Obj()
+	require.Equal(t, map[string]any{"minMember": int64(5), "queue": "team-a"}, pg.Object["spec"])
+	pg.Object["spec"].(map[string]any)["queue"] = "changed"
+	require.Equal(t, "team-a", b.Obj().Object["spec"].(map[string]any)["queue"], "Obj hands out copies")
+	require.Equal(t, "-1", builders.VolcanoQueue("bad").Set("-1", "spec", "capability", "nvidia.com/gpu").Obj().Object["spec"].(map[string]any)["capability"].(map[string]any)["nvidia.com/gpu"])
+
+	p := builders.Pod("ns", "w-0").VolcanoGroup("g").Obj()
+	require.Equal(t, "g", p.Annotations[wellknown.AnnotationGroupName])
+	require.Equal(t, "volcano", p.Spec.SchedulerName)
+	require.Equal(t, "g", builders.Pod("ns", "w-0").CoschedulingGroup("g").Obj().Labels[wellknown.LabelCoschedulingPodGroup])
+}

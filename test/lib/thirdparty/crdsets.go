@@ -35,6 +35,7 @@ func (s crdSet) paths(ctx context.Context) ([]string, error) {
 var (
 	schedulerPlugins = crdSet{"sigs.k8s.io/scheduler-plugins", "v0.28.9", []string{
 		"config/crd/bases/scheduling.x-k8s.io_podgroups.yaml",
+		"config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml",
 	}}
 	volcano = crdSet{"volcano.sh/volcano", "v1.10.0", []string{
 		"config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml",
@@ -48,6 +49,8 @@ var (
 	kubeBatch = crdSet{"github.com/kubernetes-sigs/kube-batch", "v0.5.0", []string{
 		"config/crds/scheduling_v1alpha1_podgroup.yaml",
 		"config/crds/scheduling_v1alpha2_podgroup.yaml",
+		"config/crds/scheduling_v1alpha1_queue.yaml",
+		"config/crds/scheduling_v1alpha2_queue.yaml",
 	}}
 	trainingOperator = crdSet{"github.com/kubeflow/training-operator", "v1.8.1", []string{
 		"manifests/base/crds/kubeflow.org_tfjobs.yaml",
@@ -56,7 +59,9 @@ var (
 )
 
 // SchedulerPluginsCRDs is scheduler-plugins v0.28.9's PodGroup (scheduling.x-k8s.io/v1alpha1),
-// the group the training-operator v1.8.1 creates for --gang-scheduler-name=scheduler-plugins.
+// the group the training-operator v1.8.1 creates for --gang-scheduler-name=scheduler-plugins,
+// and its ElasticQuota (scheduling.x-k8s.io/v1alpha1, namespaced, with a status subresource):
+// capacity scheduling's spec.min and spec.max for every pod of a namespace.
 func SchedulerPluginsCRDs(ctx context.Context) ([]string, error) { return schedulerPlugins.paths(ctx) }
 
 // VolcanoCRDs is Volcano v1.10.0's PodGroup and Queue (scheduling.volcano.sh/v1beta1), Job
@@ -69,9 +74,9 @@ func VolcanoCRDs(ctx context.Context) ([]string, error) { return volcano.paths(c
 // coscheduling group under its older name).
 func KoordinatorCRDs(ctx context.Context) ([]string, error) { return koordinator.paths(ctx) }
 
-// KubeBatchCRDs is kube-batch v0.5.0's PodGroup in both its groups: scheduling.incubator.k8s.io
-// (v1alpha1) and scheduling.sigs.dev (v1alpha2). The files are apiextensions.k8s.io/v1beta1;
-// InstallCRDs converts them.
+// KubeBatchCRDs is kube-batch v0.5.0's PodGroup and Queue (cluster-scoped, spec.weight) in both
+// its groups: scheduling.incubator.k8s.io (v1alpha1) and scheduling.sigs.dev (v1alpha2). The
+// files are apiextensions.k8s.io/v1beta1; InstallCRDs converts them.
 func KubeBatchCRDs(ctx context.Context) ([]string, error) { return kubeBatch.paths(ctx) }
 
 // TrainingOperatorCRDs is the Kubeflow training-operator v1.8.1's TFJob and MPIJob
