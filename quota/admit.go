@@ -185,9 +185,11 @@ func (b *Book) fair(q Question, e *entry) string {
 
 // owed is what other queues' waiting gangs are owed: up to its share for a queue of the same or
 // lower priority, all it waits for (up to its capability) for a higher one, which goes first.
+//
+// A queue is owed nothing when none of its waiting gangs' quorums fits in what it is due: kept
+// idle for a gang that could not take it anyway, the capacity would be held hostage.
 func (b *Book) owed(q Question, shares map[string]Resources, priority int32) (Resources, []string) {
-	var owed Resources
-	var to []string
+	dues := map[string]Resources{}
 	for _, key := range b.keys() {
 		o := b.queues[key]
 		if key == q.Queue || o.waiting == 0 || (o.defined && !o.q.takesNewGangs()) {
@@ -199,10 +201,33 @@ func (b *Book) owed(q Question, shares map[string]Resources, priority int32) (Re
 			limit = capTo(alloc.Add(o.wanted), o.q.Capability)
 		}
 		if due := positive(minRes(limit, alloc.Add(o.wanted)).Sub(alloc)); !due.IsZero() {
-			owed, to = owed.Add(due), append(to, key)
+			dues[key] = due
+		}
+	}
+	usable := map[string]bool{}
+	for _, w := range b.wants {
+		if due, ok := dues[w.queue]; ok && fitsIn(w.r, due) {
+			usable[w.queue] = true
+		}
+	}
+	var owed Resources
+	var to []string
+	for _, key := range b.keys() {
+		if usable[key] {
+			owed, to = owed.Add(dues[key]), append(to, key)
 		}
 	}
 	return owed, to
+}
+
+// fitsIn reports whether r asks no more than room of any resource quotas count.
+func fitsIn(r, room Resources) bool {
+	for _, res := range countedNames {
+		if r.Get(res) > room.Get(res) {
+			return false
+		}
+	}
+	return true
 }
 
 // othersWait reports whether a queue other than key has a gang waiting.

@@ -221,3 +221,14 @@ func TestDeletedQueueKeepsItsUseUntilPodsGo(t *testing.T) {
 	b.SetQueue(vq("a", capGPU(4)))
 	assert.Contains(t, b.Admit(Question{Queue: Key(volcano, "a"), Request: gpus(2), Capacity: gpus(8)}), "it holds 3", "recreated, it finds its pods' use")
 }
+
+// Capacity owed to a queue whose waiting gangs could not take it anyway would sit idle: a queue
+// is owed only what one of its waiting quorums fits in.
+func TestNothingIsOwedToAGangThatCannotUseIt(t *testing.T) {
+	b := world{queues: []Queue{vq("a", weight(3)), vq("b", weight(1))}, used: map[string]int64{"a": 6}}.book()
+	b.Want("ns/huge", Key(volcano, "b"), gpus(100))
+	ask := Question{Queue: Key(volcano, "a"), Gang: "ns/g", Request: gpus(2), Capacity: gpus(8), Fair: true}
+	assert.Empty(t, b.Admit(ask), "b's only waiting gang needs 100 GPUs: the 2 it is due would stay idle")
+	b.Want("ns/small", Key(volcano, "b"), gpus(2))
+	assert.Contains(t, b.Admit(ask), "owed to the waiting gangs of Volcano Queue b", "a gang of b that fits in its due is owed it")
+}
