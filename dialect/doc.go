@@ -3,7 +3,7 @@
 // PodGroups, the lightweight labels Alibaba ACK's Arena writes, scheduler-plugins' coscheduling
 // PodGroups (Kubeflow's training-operator and MPI operator), Volcano's and kube-batch's PodGroups,
 // and Kueue's plain pod groups. It reads their team queues too: Volcano's and kube-batch's Queues
-// and scheduler-plugins' ElasticQuotas.
+// and scheduler-plugins' and Koordinator's ElasticQuotas (and Koordinator's pod quota label).
 //
 // It owns the translation only: pod markers to a gangspec.Membership (Pods), group objects to a
 // gangspec.Spec (API.Parse, and Choose where objects share a name), queue objects to a

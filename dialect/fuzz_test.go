@@ -589,6 +589,8 @@ var queueFields = map[schema.GroupVersionResource][]string{
 	KubeBatchQueue.Resource:         {"spec.weight", "spec.capability"},
 	KubeBatchQueueV1alpha2.Resource: {"spec.weight", "spec.capability"},
 	ElasticQuota.Resource:           {"spec.min", "spec.max"},
+	KoordinatorElasticQuota.Resource: {"spec.min", "spec.max", "metadata.annotations." + wellknown.AnnotationKoordinatorQuotaNamespaces,
+		"metadata.annotations." + wellknown.AnnotationKoordinatorQuotaSharedWeight},
 }
 
 // FuzzQueue reads any spec and status as a queue object of each API lockstep reads, its numbers
@@ -613,6 +615,9 @@ func FuzzQueue(f *testing.F) {
 		{ElasticQuota, `{"min":{"nvidia.com/gpu":"2","cpu":"8"},"max":{"nvidia.com/gpu":"6","cpu":"16","memory":"64Gi"}}`, `{"used":{"cpu":"1"}}`},
 		{ElasticQuota, `{"min":{"memory":"2Gi"},"max":{"memory":"1Gi"}}`, ``},
 		{ElasticQuota, `{"max":{"nvidia.com/gpu":0.5,"cpu":null}}`, ``},
+		{KoordinatorElasticQuota, `{"min":{"nvidia.com/gpu":"2"},"max":{"nvidia.com/gpu":"6","cpu":"16"}}`, `{"used":{"cpu":"1"}}`},
+		{KoordinatorElasticQuota, `{"max":{"cpu":"2500m"}}`, ``},
+		{KoordinatorElasticQuota, `{"max":{"nvidia.com/gpu":1e18}}`, ``},
 	} {
 		index := slices.IndexFunc(QueueAPIs(), func(a QueueAPI) bool { return a.Resource == seed.api.Resource })
 		f.Add(uint8(index), seed.spec, seed.status, true)
@@ -674,6 +679,15 @@ func checkQueue(t *testing.T, api QueueAPI, spec map[string]any, got quota.Queue
 	require.LessOrEqual(t, got.Weight, int64(math.MaxInt32))
 	if w, ok := spec["weight"]; ok && w != nil && !api.Namespaced && number(t, w) != 0 {
 		require.Equal(t, number(t, w), float64(got.Weight))
+	} else if api.Resource == KoordinatorElasticQuota.Resource {
+		// No shared-weight annotation: spec.max's GPUs, else its cores, at least 1.
+		want := int64(1)
+		if c := got.Capability.Amount; c.GPU > 0 {
+			want = min(c.GPU, math.MaxInt32)
+		} else if c.MilliCPU >= 1000 {
+			want = min(c.MilliCPU/1000, math.MaxInt32)
+		}
+		require.Equal(t, want, got.Weight)
 	} else {
 		require.Equal(t, int64(1), got.Weight, "no weight written, or none read (ElasticQuota)")
 	}
@@ -684,7 +698,7 @@ func checkQueue(t *testing.T, api QueueAPI, spec map[string]any, got quota.Queue
 		require.Zero(t, got.Priority)
 		require.Zero(t, got.Guarantee)
 	}
-	if !api.pool {
+	if !api.Namespaced {
 		require.Zero(t, got.Min)
 	}
 	limitField := map[bool]string{false: "capability", true: "max"}[api.Namespaced]

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/quota"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -40,6 +41,16 @@ type podMarkers struct {
 func (p podMarkers) object() string { return "pod " + p.namespace + "/" + p.name }
 
 func (Pods) Read(namespace, name string, labels, annotations map[string]string) gangspec.Membership {
+	ms := readGang(namespace, name, labels, annotations)
+	// Koordinator's quota label names the pod's quota by name, gang or not (GetQuotaName); empty
+	// is none, and the pod's namespace decides.
+	if q := labels[wellknown.LabelKoordinatorQuotaName]; q != "" {
+		ms.Queue = quota.Ref{Kind: KindKoordinatorElasticQuota, Name: q}
+	}
+	return ms
+}
+
+func readGang(namespace, name string, labels, annotations map[string]string) gangspec.Membership {
 	p := podMarkers{namespace: namespace, name: name, labels: labels, annotations: annotations}
 	var first claim
 	found := false

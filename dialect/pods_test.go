@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/quota"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
@@ -130,6 +131,13 @@ func TestPodMarkers(t *testing.T) {
 			pod: pod().Label(wellknown.LabelKueuePodGroup, "grp").Annotation(wellknown.AnnotationKueueTotalCount, "3"),
 			want: gangspec.Membership{Gang: "grp", Spec: &gangspec.Spec{Namespace: "team-a", Name: "grp", MinAvailable: 3, TotalNumber: 3,
 				Source: "Kueue pod group"}}},
+		{name: "Koordinator quota label on an ordinary pod",
+			pod:  pod().Label(wellknown.LabelKoordinatorQuotaName, "gpu-team"),
+			want: gangspec.Membership{Queue: quota.Ref{Kind: KindKoordinatorElasticQuota, Name: "gpu-team"}}},
+		{name: "Koordinator quota label on a gang member",
+			pod:  pod().Label(wellknown.LabelKoordinatorPodGroup, "tf").Label(wellknown.LabelKoordinatorQuotaName, "gpu-team"),
+			want: gangspec.Membership{Gang: "tf", Group: "Koordinator PodGroup team-a/tf", Queue: quota.Ref{Kind: KindKoordinatorElasticQuota, Name: "gpu-team"}}},
+		{name: "an empty quota label names none", pod: pod().Label(wellknown.LabelKoordinatorQuotaName, "")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

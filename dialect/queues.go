@@ -1,6 +1,7 @@
 package dialect
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/placement"
@@ -23,9 +25,10 @@ import (
 const (
 	KindVolcanoQueue   = "Volcano Queue"
 	KindKubeBatchQueue = "kube-batch Queue"
-	// KindElasticQuota is scheduler-plugins' ElasticQuota (scheduling.x-k8s.io), not
-	// Koordinator's of the same name (scheduling.sigs.k8s.io), which lockstep does not read.
-	KindElasticQuota = "ElasticQuota"
+	// KindElasticQuota is scheduler-plugins' ElasticQuota (scheduling.x-k8s.io);
+	// KindKoordinatorElasticQuota is Koordinator's of the same name (scheduling.sigs.k8s.io).
+	KindElasticQuota            = "ElasticQuota"
+	KindKoordinatorElasticQuota = "Koordinator ElasticQuota"
 )
 
 // MaxQuantity bounds every amount a queue object may name, in lockstep's units (millicores,
@@ -44,6 +47,11 @@ type QueueAPI struct {
 	// Namespaced objects apply to every pod of their namespace (an ElasticQuota); cluster-scoped
 	// ones only to the gangs whose PodGroup names them.
 	Namespaced bool
+	// nameAlone marks a namespaced kind whose objects are named by their name alone, which the
+	// project keeps unique across namespaces (Koordinator's ElasticQuota: a pod's quota label
+	// names a bare name). Such a quota applies to the namespaces it covers (quota.Queue.Namespaces)
+	// rather than to the one it lives in.
+	nameAlone bool
 	// Usage is the field under status where the project's own scheduler or controller writes
 	// what the queue holds, as a resource list; "" when it writes none. lockstep writes the same.
 	Usage string
@@ -72,12 +80,20 @@ var (
 	// pod of its namespace.
 	ElasticQuota = QueueAPI{Dialect: "scheduler-plugins", Resource: schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "elasticquotas"},
 		Kind: KindElasticQuota, Namespaced: true, Usage: "used", pool: true, reads: []queueReader{readMin, readMax}}
+	// KoordinatorElasticQuota is Koordinator's ElasticQuota (v1.6.0), namespaced but named by its
+	// name alone. It applies to the pods that name it by label, to those of the namespace it is
+	// named after and of the namespaces its annotation lists; koordinator-default-quota to all
+	// the others. Its quota-tree labels (parent, is-parent, tree-id) are not honoured: each quota
+	// is enforced on its own.
+	KoordinatorElasticQuota = QueueAPI{Dialect: "Koordinator", Resource: schema.GroupVersionResource{Group: "scheduling.sigs.k8s.io", Version: "v1alpha1", Resource: "elasticquotas"},
+		Kind: KindKoordinatorElasticQuota, Namespaced: true, nameAlone: true, Usage: "used",
+		reads: []queueReader{readKoordinatorNamespaces, readMin, readMax, readSharedWeight, readAllowLent}}
 )
 
 // QueueAPIs are every queue API lockstep reads, in the order used when one key resolves to
 // objects of several (see ChooseQueue).
 func QueueAPIs() []QueueAPI {
-	return []QueueAPI{VolcanoQueue, KubeBatchQueue, KubeBatchQueueV1alpha2, ElasticQuota}
+	return []QueueAPI{VolcanoQueue, KubeBatchQueue, KubeBatchQueueV1alpha2, ElasticQuota, KoordinatorElasticQuota}
 }
 
 func queues(group, version string) schema.GroupVersionResource {
@@ -87,7 +103,7 @@ func queues(group, version string) schema.GroupVersionResource {
 // Name is the queue name of the object namespace/name: its name, or namespace/name for a
 // namespaced one (namespace is ignored for a cluster-scoped one).
 func (a QueueAPI) Name(namespace, name string) string {
-	if a.Namespaced {
+	if a.Namespaced && !a.nameAlone {
 		return namespace + "/" + name
 	}
 	return name
@@ -100,6 +116,21 @@ func (a QueueAPI) Key(namespace, name string) string {
 
 // Object names the object for people: "Volcano Queue team-a", "ElasticQuota team-a/quota".
 func (a QueueAPI) Object(namespace, name string) string { return a.Key(namespace, name) }
+
+// covers is the namespaces a quota the API names alone covers by its name and place: the
+// namespace it is named after, when it lives there, and every other one for Koordinator's default
+// quota, wherever it lives (koord-scheduler finds both by name).
+func (a QueueAPI) covers(namespace, name string) []string {
+	switch {
+	case !a.nameAlone:
+		return nil
+	case name == wellknown.KoordinatorDefaultQuota:
+		return []string{quota.AllNamespaces}
+	case name == namespace:
+		return []string{namespace}
+	}
+	return nil
+}
 
 // Parse reads a queue object. It never fails: an object lockstep cannot use is a queue with
 // Err set, a FieldError naming the object and the field, so that its gangs wait with that
@@ -117,10 +148,10 @@ func (a QueueAPI) Parse(obj *unstructured.Unstructured) quota.Queue {
 	return q
 }
 
-// unusable is q refused with err: its identity and the defaults of an object that says nothing,
-// and nothing else it read.
+// unusable is q refused with err: its identity, the namespaces it covers (so that their pods wait
+// with the reason) and the defaults of an object that says nothing, and nothing else it read.
 func unusable(q quota.Queue, err error) quota.Queue {
-	return quota.Queue{Kind: q.Kind, Name: q.Name, Namespace: q.Namespace, Source: q.Source, BorrowsOnlyMin: q.BorrowsOnlyMin,
+	return quota.Queue{Kind: q.Kind, Name: q.Name, Namespace: q.Namespace, Namespaces: q.Namespaces, Source: q.Source, BorrowsOnlyMin: q.BorrowsOnlyMin,
 		Weight: 1, State: quota.Open, Reclaimable: true, Err: err}
 }
 
@@ -128,8 +159,10 @@ func unusable(q quota.Queue, err error) quota.Queue {
 // as the projects' own webhooks and controllers fill them (weight 1, open, reclaimable).
 func (a QueueAPI) base(namespace, name string) quota.Queue {
 	q := quota.Queue{Kind: a.Kind, Name: a.Name(namespace, name), Weight: 1, State: quota.Open, Reclaimable: true, BorrowsOnlyMin: a.pool,
-		Source: fmt.Sprintf("%s (%s)", a.Object(namespace, name), a.Resource.GroupVersion())}
-	if a.Namespaced {
+		Source: fmt.Sprintf("%s (%s)", a.Object(namespace, name), a.Resource.GroupVersion()), Namespaces: a.covers(namespace, name)}
+	if a.nameAlone {
+		q.Source = fmt.Sprintf("%s in namespace %s (%s)", a.Object(namespace, name), namespace, a.Resource.GroupVersion())
+	} else if a.Namespaced {
 		q.Namespace = namespace
 	}
 	return q
@@ -203,6 +236,91 @@ func readMax(r fields, q *quota.Queue) error {
 	q.Capability = quota.Limit{Amount: amounts, Named: named}
 	return r.within("spec.min", q.Min, "spec.max", q.Capability, "a quota's min cannot be more than its max")
 }
+
+// readKoordinatorNamespaces reads the namespaces annotation of a Koordinator ElasticQuota, a
+// JSON list of the namespaces it covers besides the one it is named after. koord-scheduler
+// ignores a list it cannot decode; lockstep refuses it, so that those namespaces' pods do not
+// silently go unquota'd.
+func readKoordinatorNamespaces(r fields, q *quota.Queue) error {
+	raw, ok := r.annotation(wellknown.AnnotationKoordinatorQuotaNamespaces)
+	if !ok || raw == "" {
+		return nil
+	}
+	var namespaces []string
+	if err := json.Unmarshal([]byte(raw), &namespaces); err != nil {
+		return r.bad(annotationField(wellknown.AnnotationKoordinatorQuotaNamespaces), raw, `must be a JSON list of namespace names, such as ["team-a","team-b"]`)
+	}
+	for _, ns := range namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return r.bad(annotationField(wellknown.AnnotationKoordinatorQuotaNamespaces), raw, fmt.Sprintf("%q is not a namespace name: %s", ns, errs[0]))
+		}
+	}
+	q.Namespaces = append(q.Namespaces, namespaces...)
+	slices.Sort(q.Namespaces)
+	q.Namespaces = slices.Compact(q.Namespaces)
+	return nil
+}
+
+// readSharedWeight reads a Koordinator ElasticQuota's shared-weight annotation, a JSON resource
+// list by which koord-scheduler shares each resource beyond the mins; absent, empty or all zero
+// it is spec.max, as extension.GetSharedWeight reads it. lockstep shares by one number: the
+// list's GPUs when it names any, else its whole cpu cores, at least 1 (see docs/dialects.md).
+func readSharedWeight(r fields, q *quota.Queue) error {
+	amounts := q.Capability.Amount
+	if raw, ok := r.annotation(wellknown.AnnotationKoordinatorQuotaSharedWeight); ok && raw != "" {
+		field := annotationField(wellknown.AnnotationKoordinatorQuotaSharedWeight)
+		var list map[string]any
+		if err := json.Unmarshal([]byte(raw), &list); err != nil {
+			return r.bad(field, raw, `must be a JSON resource list, such as {"nvidia.com/gpu":"4"}`)
+		}
+		var written placement.Resources
+		for _, res := range countedResources {
+			v, ok := list[string(res.name)]
+			if !ok || v == nil {
+				continue
+			}
+			n, err := r.amount(field+"."+string(res.name), res.name, v)
+			if err != nil {
+				return err
+			}
+			written = withAmount(written, res.name, n)
+		}
+		if !written.IsZero() {
+			amounts = written
+		}
+	}
+	w := int64(1)
+	switch {
+	case amounts.GPU > 0:
+		w = amounts.GPU
+	case amounts.MilliCPU >= 1000:
+		w = amounts.MilliCPU / 1000
+	}
+	q.Weight = min(w, math.MaxInt32)
+	return nil
+}
+
+// readAllowLent reads a Koordinator ElasticQuota's allow-lent-resource label: "false" keeps its
+// min for it while it leaves it unused (koord-scheduler then counts the min as the quota's
+// request), which is lockstep's guarantee. Any other value, or none, lends it (IsAllowLentResource).
+func readAllowLent(r fields, q *quota.Queue) error {
+	if v, _ := r.label(wellknown.LabelKoordinatorQuotaAllowLent); v == "false" {
+		q.Guarantee = q.Min
+	}
+	return nil
+}
+
+// annotation and label read one metadata key of the object.
+func (r fields) annotation(key string) (string, bool) { return r.metadata("annotations", key) }
+func (r fields) label(key string) (string, bool)      { return r.metadata("labels", key) }
+
+func (r fields) metadata(kind, key string) (string, bool) {
+	raw, found, _ := unstructured.NestedFieldNoCopy(r.obj, "metadata", kind, key)
+	s, ok := raw.(string)
+	return s, found && ok
+}
+
+func annotationField(key string) string { return "metadata.annotations." + key }
 
 // readReclaimable reads spec.reclaimable; absent is true, as Volcano reads it.
 func readReclaimable(r fields, q *quota.Queue) error {
@@ -378,14 +496,24 @@ func ChooseQueue(found []FoundQueue) (q quota.Queue, ok bool) {
 		Reason: fmt.Sprintf("exists in %s, which name the same queue: delete all but one", strings.Join(versions, " and "))}), true
 }
 
-// AloneInNamespace is q, or q with an Err naming the other quotas of its namespace when there are
-// any: scheduler-plugins applies one ElasticQuota per namespace, whichever its informer saw first,
-// and lockstep does not guess. others are their names, e.g. "team-a/gpu".
-func AloneInNamespace(q quota.Queue, others []string) quota.Queue {
-	if q.Err != nil || len(others) == 0 || q.Namespace == "" {
+// AloneInNamespace is q, or q with an Err naming the other quotas that cover namespace, one of
+// those q covers, when there are any: scheduler-plugins applies one ElasticQuota per namespace,
+// whichever its informer saw first, Koordinator binds a namespace to one quota, and lockstep
+// does not guess between them, of whatever kinds. others are their keys, e.g.
+// "ElasticQuota team-a/gpu".
+func AloneInNamespace(q quota.Queue, namespace string, others []string) quota.Queue {
+	if q.Err != nil || len(others) == 0 || namespace == "" {
 		return q
 	}
 	names := slices.Sorted(slices.Values(others))
-	return unusable(q, &gangspec.FieldError{Object: q.Key(), Field: "metadata.namespace", Value: q.Namespace,
-		Reason: fmt.Sprintf("namespace %s also has %s %s; one applies to a namespace: delete all but one", q.Namespace, q.Kind, strings.Join(names, ", "))})
+	field, value := "metadata.namespace", namespace
+	switch {
+	case namespace == q.Namespace:
+	case q.Kind == KindKoordinatorElasticQuota && q.Name == namespace:
+		field, value = "metadata.name", q.Name
+	default:
+		field, value = annotationField(wellknown.AnnotationKoordinatorQuotaNamespaces), namespace
+	}
+	return unusable(q, &gangspec.FieldError{Object: q.Key(), Field: field, Value: value,
+		Reason: fmt.Sprintf("namespace %s also has %s; one applies to a namespace: delete all but one", namespace, strings.Join(names, ", "))})
 }

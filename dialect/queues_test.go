@@ -10,6 +10,7 @@ import (
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/quota"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 const gi = int64(1) << 30
@@ -201,22 +202,109 @@ func TestChooseQueue(t *testing.T) {
 func TestAloneInNamespace(t *testing.T) {
 	spec := map[string]any{"max": map[string]any{"nvidia.com/gpu": "4"}}
 	q := ElasticQuota.Parse(queueObject(ElasticQuota, "gpu", spec, nil))
-	require.Equal(t, q, AloneInNamespace(q, nil))
+	require.Equal(t, q, AloneInNamespace(q, "team-a", nil))
 
-	crowded := AloneInNamespace(q, []string{"team-a/z", "team-a/b"})
-	require.EqualError(t, crowded.Err, `ElasticQuota team-a/gpu: metadata.namespace="team-a": namespace team-a also has ElasticQuota team-a/b, team-a/z; one applies to a namespace: delete all but one`)
+	crowded := AloneInNamespace(q, "team-a", []string{"ElasticQuota team-a/z", "Koordinator ElasticQuota team-a"})
+	require.EqualError(t, crowded.Err, `ElasticQuota team-a/gpu: metadata.namespace="team-a": namespace team-a also has ElasticQuota team-a/z, Koordinator ElasticQuota team-a; one applies to a namespace: delete all but one`)
 	require.Equal(t, "team-a", crowded.Namespace, "it still applies to its namespace, so that its pods wait with the reason")
 	require.Equal(t, quota.Limit{}, crowded.Capability)
 
 	bad := ElasticQuota.Parse(queueObject(ElasticQuota, "gpu", map[string]any{"max": "x"}, nil))
-	require.Same(t, bad.Err, AloneInNamespace(bad, []string{"team-a/b"}).Err, "its own error comes first")
+	require.Same(t, bad.Err, AloneInNamespace(bad, "team-a", []string{"ElasticQuota team-a/b"}).Err, "its own error comes first")
+
+	koord := KoordinatorElasticQuota.Parse(koordinatorQuota("team-a", spec, map[string]string{wellknown.AnnotationKoordinatorQuotaNamespaces: `["team-b"]`}, nil))
+	byName := AloneInNamespace(koord, "team-a", []string{"ElasticQuota team-a/gpu"})
+	require.EqualError(t, byName.Err, `Koordinator ElasticQuota team-a: metadata.name="team-a": namespace team-a also has ElasticQuota team-a/gpu; one applies to a namespace: delete all but one`)
+	require.Equal(t, []string{"team-a", "team-b"}, byName.Namespaces, "it still covers its namespaces")
+	listed := AloneInNamespace(koord, "team-b", []string{"ElasticQuota team-b/gpu"})
+	require.EqualError(t, listed.Err, `Koordinator ElasticQuota team-a: metadata.annotations.quota.scheduling.koordinator.sh/namespaces="team-b": namespace team-b also has ElasticQuota team-b/gpu; one applies to a namespace: delete all but one`)
+}
+
+// koordinatorQuota is a Koordinator ElasticQuota named name in namespace team-a.
+func koordinatorQuota(name string, spec map[string]any, annotations, labels map[string]string) *unstructured.Unstructured {
+	obj := queueObject(KoordinatorElasticQuota, name, spec, nil)
+	obj.SetAnnotations(annotations)
+	obj.SetLabels(labels)
+	return obj
+}
+
+func TestParseKoordinatorElasticQuota(t *testing.T) {
+	const (
+		weight    = wellknown.AnnotationKoordinatorQuotaSharedWeight
+		spaces    = wellknown.AnnotationKoordinatorQuotaNamespaces
+		lent      = wellknown.LabelKoordinatorQuotaAllowLent
+		gpuQuota  = `{"nvidia.com/gpu":"8","cpu":"64"}`
+		objectErr = `Koordinator ElasticQuota gpu: `
+	)
+	spec := map[string]any{"min": map[string]any{"nvidia.com/gpu": "2"}, "max": map[string]any{"nvidia.com/gpu": "6", "cpu": "96"}}
+	base := quota.Queue{Kind: KindKoordinatorElasticQuota, Name: "gpu", Source: "Koordinator ElasticQuota gpu in namespace team-a (scheduling.sigs.k8s.io/v1alpha1)",
+		Weight: 6, State: quota.Open, Reclaimable: true, Min: placement.Resources{GPU: 2},
+		Capability: quota.Limit{Amount: placement.Resources{GPU: 6, MilliCPU: 96000}, Named: quota.GPU | quota.CPU}}
+	with := func(f func(*quota.Queue)) quota.Queue { q := base; f(&q); return q }
+	for _, tc := range []struct {
+		name        string
+		qname       string
+		spec        map[string]any
+		annotations map[string]string
+		labels      map[string]string
+		want        quota.Queue
+		wantErr     string
+	}{
+		{name: "weight defaults to max's GPUs; covers no namespace by a name unlike its own", want: base},
+		{name: "named after its namespace, it covers it", qname: "team-a", want: with(func(q *quota.Queue) {
+			q.Name, q.Source, q.Namespaces = "team-a", "Koordinator ElasticQuota team-a in namespace team-a (scheduling.sigs.k8s.io/v1alpha1)", []string{"team-a"}
+		})},
+		{name: "the default quota covers every namespace no other does", qname: "koordinator-default-quota", spec: map[string]any{}, want: quota.Queue{
+			Kind: KindKoordinatorElasticQuota, Name: "koordinator-default-quota", Weight: 1, State: quota.Open, Reclaimable: true,
+			Source: "Koordinator ElasticQuota koordinator-default-quota in namespace team-a (scheduling.sigs.k8s.io/v1alpha1)", Namespaces: []string{quota.AllNamespaces}}},
+		{name: "namespaces annotation", annotations: map[string]string{spaces: `["team-c","team-b","team-c"]`}, want: with(func(q *quota.Queue) { q.Namespaces = []string{"team-b", "team-c"} })},
+		{name: "shared weight by GPUs", annotations: map[string]string{weight: gpuQuota}, want: with(func(q *quota.Queue) { q.Weight = 8 })},
+		{name: "shared weight by cores without GPUs", annotations: map[string]string{weight: `{"cpu":"2500m","memory":"1Gi"}`}, want: with(func(q *quota.Queue) { q.Weight = 2 })},
+		{name: "shared weight below a core is 1", annotations: map[string]string{weight: `{"cpu":"500m"}`}, want: with(func(q *quota.Queue) { q.Weight = 1 })},
+		{name: "an all-zero shared weight is max, as Koordinator reads it", annotations: map[string]string{weight: `{"nvidia.com/gpu":0}`}, want: base},
+		{name: "max without GPUs weighs by cores", spec: map[string]any{"max": map[string]any{"cpu": "16"}}, want: with(func(q *quota.Queue) {
+			q.Min, q.Weight, q.Capability = placement.Resources{}, 16, quota.Limit{Amount: placement.Resources{MilliCPU: 16000}, Named: quota.CPU}
+		})},
+		{name: "allow-lent-resource false keeps min as a guarantee", labels: map[string]string{lent: "false"}, want: with(func(q *quota.Queue) { q.Guarantee = q.Min })},
+		{name: "allow-lent-resource other values lend", labels: map[string]string{lent: "no"}, want: base},
+		{name: "tree labels are not read", labels: map[string]string{"quota.scheduling.koordinator.sh/parent": "root", "quota.scheduling.koordinator.sh/is-parent": "true"}, want: base},
+		{name: "bad shared weight", annotations: map[string]string{weight: `8`},
+			wantErr: objectErr + `metadata.annotations.quota.scheduling.koordinator.sh/shared-weight="8": must be a JSON resource list, such as {"nvidia.com/gpu":"4"}`},
+		{name: "negative shared weight", annotations: map[string]string{weight: `{"nvidia.com/gpu":"-1"}`},
+			wantErr: objectErr + `metadata.annotations.quota.scheduling.koordinator.sh/shared-weight.nvidia.com/gpu="-1": must not be negative`},
+		{name: "bad namespaces", annotations: map[string]string{spaces: `team-b`},
+			wantErr: objectErr + `metadata.annotations.quota.scheduling.koordinator.sh/namespaces="team-b": must be a JSON list of namespace names, such as ["team-a","team-b"]`},
+		{name: "min above max", spec: map[string]any{"min": map[string]any{"nvidia.com/gpu": "8"}, "max": map[string]any{"nvidia.com/gpu": "6"}},
+			wantErr: objectErr + `spec.min.nvidia.com/gpu="8": more than spec.max.nvidia.com/gpu, 6: a quota's min cannot be more than its max`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name, sp := tc.qname, tc.spec
+			if name == "" {
+				name = "gpu"
+			}
+			if sp == nil {
+				sp = spec
+			}
+			got := KoordinatorElasticQuota.Parse(koordinatorQuota(name, sp, tc.annotations, tc.labels))
+			if tc.wantErr != "" {
+				require.EqualError(t, got.Err, tc.wantErr)
+				var fe *gangspec.FieldError
+				require.True(t, errors.As(got.Err, &fe))
+				require.Equal(t, 1, int(got.Weight))
+				return
+			}
+			require.NoError(t, got.Err)
+			require.Equal(t, tc.want, got)
+		})
+	}
 }
 
 func TestQueueAPIs(t *testing.T) {
 	for _, api := range QueueAPIs() {
 		require.Equal(t, api.Namespaced, api.Resource.Resource == "elasticquotas", api.Kind)
-		require.Equal(t, api.Namespaced, api.pool, "%s: only ElasticQuotas borrow from a pool of mins", api.Kind)
+		require.Equal(t, api.Namespaced && api.Kind == KindElasticQuota, api.pool, "%s: only scheduler-plugins' ElasticQuotas borrow from a pool of mins", api.Kind)
 	}
+	require.Equal(t, "Koordinator ElasticQuota gpu", KoordinatorElasticQuota.Key("team-a", "gpu"), "Koordinator names quotas by name alone")
 	require.Equal(t, "Volcano Queue team-a", VolcanoQueue.Key("ignored", "team-a"))
 	require.Equal(t, "ElasticQuota team-a/gpu", ElasticQuota.Key("team-a", "gpu"))
 }

@@ -61,11 +61,18 @@ func (m *Manager) wakeStrandedLocked(fx *effects) {
 		return
 	}
 	m.strandedLook = now
-	checked := 0
+	checked, reclaimed := 0, false
 	for _, w := range m.lineLocked() {
 		g := w.g
 		if w.waiting {
 			m.wantLocked(g, w.quorum[0], quorumRequests(w.quorum))
+			if !reclaimed && m.mayReclaim(g, w.quorum[0]) {
+				// Once a look: a member's refusal plans it at once (noteTurnedAwayLocked); this
+				// is the net for a plan that could not take back enough then.
+				reclaimed = true
+				m.reclaimForLocked(g, w.quorum[0], fx)
+				continue
+			}
 		}
 		// Once per refusal: a gang woken since it was last turned away either came back (and was
 		// turned away again, or reserved) or the scheduler's own filters keep it from lockstep,

@@ -54,7 +54,7 @@ func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
 		}
 		m.mu.RLock()
 		defer m.mu.RUnlock()
-		if why := m.ordinaryQueueWait(pod, req); why != "" {
+		if why := m.ordinaryQueueWait(pod, ms.Queue, req); why != "" {
 			return failAll(nodes, why)
 		}
 		return m.filterFree(req, above("", podPriority(pod)), nodes, sl)

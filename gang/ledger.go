@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -228,14 +229,26 @@ func (l *ledger) resolve(p *podInfo) {
 	p.spec, p.specErr = r.spec, r.err
 }
 
-// resolveQueue sets the queue a pod counts toward: the one its gang's rules name, else its
-// namespace's quota, if any.
+// resolveQueue sets the queue a pod counts toward: the one its gang's rules name, else the one
+// its own markers name (Koordinator's quota label), else its namespace's quota, if any.
 func (l *ledger) resolveQueue(p *podInfo) {
-	var ref quota.Ref
-	if p.spec != nil {
+	ref := p.ownQueue
+	if p.spec != nil && !p.spec.Queue.IsZero() {
 		ref = p.spec.Queue
 	}
 	p.queue = l.quota.Resolve(p.namespace, ref)
+}
+
+// requeueNamespaces is requeueNamespace for each of namespaces; quota.AllNamespaces among them
+// resolves every pod again.
+func (l *ledger) requeueNamespaces(namespaces []string) {
+	if slices.Contains(namespaces, quota.AllNamespaces) {
+		l.requeueNamespace(quota.AllNamespaces)
+		return
+	}
+	for _, ns := range namespaces {
+		l.requeueNamespace(ns)
+	}
 }
 
 // requeueNamespace resolves again the queue of every pod of namespace, moving what bound ones
@@ -243,7 +256,7 @@ func (l *ledger) resolveQueue(p *podInfo) {
 // walk every pod.
 func (l *ledger) requeueNamespace(namespace string) {
 	for _, p := range l.pods {
-		if p.namespace == namespace {
+		if p.namespace == namespace || namespace == quota.AllNamespaces {
 			l.release(p)
 			l.resolveQueue(p)
 			l.take(p)

@@ -192,7 +192,7 @@ func (m *Manager) upsertInfo(info *podInfo) *podInfo {
 		m.memberArrivedLocked(p, &fx)
 	}
 	if turnedAway {
-		m.noteTurnedAwayLocked(p)
+		m.noteTurnedAwayLocked(p, &fx)
 	}
 	m.mu.Unlock()
 	m.apply(&fx)

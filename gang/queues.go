@@ -20,9 +20,7 @@ import (
 func (m *Manager) SetQueue(q quota.Queue) {
 	var fx effects
 	m.mu.Lock()
-	if ns := m.ledger.quota.SetQueue(q); ns != "" {
-		m.ledger.requeueNamespace(ns)
-	}
+	m.ledger.requeueNamespaces(m.ledger.quota.SetQueue(q))
 	m.wakeQueueLocked(q.Key(), q.Key()+" was created or changed", &fx)
 	m.mu.Unlock()
 	m.apply(&fx)
@@ -39,9 +37,7 @@ func (m *Manager) queuesChanged() {
 func (m *Manager) DeleteQueue(key string) {
 	var fx effects
 	m.mu.Lock()
-	if ns := m.ledger.quota.DeleteQueue(key); ns != "" {
-		m.ledger.requeueNamespace(ns)
-	}
+	m.ledger.requeueNamespaces(m.ledger.quota.DeleteQueue(key))
 	m.wakeQueueLocked(key, key+" was deleted", &fx)
 	m.mu.Unlock()
 	m.apply(&fx)
@@ -134,13 +130,14 @@ func (m *Manager) podQueueWait(p *podInfo) string {
 	return m.singleQueueWait(p.namespace, p.name, p.queue, p.requests)
 }
 
-// ordinaryQueueWait is podQueueWait for an ordinary pod, which names no queue: its namespace's
-// quota, if any, applies. It only reads, under the shared lock.
-func (m *Manager) ordinaryQueueWait(pod *corev1.Pod, req placement.Resources) string {
+// ordinaryQueueWait is podQueueWait for an ordinary pod: the queue its own markers name (ref,
+// Koordinator's quota label), else its namespace's quota, if any, applies. It only reads, under
+// the shared lock.
+func (m *Manager) ordinaryQueueWait(pod *corev1.Pod, ref quota.Ref, req placement.Resources) string {
 	if !m.ledger.quota.Enforcing() {
 		return ""
 	}
-	return m.singleQueueWait(pod.Namespace, pod.Name, m.ledger.quota.Resolve(pod.Namespace, quota.Ref{}), req)
+	return m.singleQueueWait(pod.Namespace, pod.Name, m.ledger.quota.Resolve(pod.Namespace, ref), req)
 }
 
 func (m *Manager) singleQueueWait(namespace, name, queue string, req placement.Resources) string {
@@ -167,14 +164,29 @@ func (m *Manager) unwantLocked(gang string) { m.ledger.quota.Unwant(gang) }
 
 // noteTurnedAwayLocked records the wait of a gang whose member the scheduler turned away: on a
 // full cluster its own resource checks refuse every member before lockstep's filter is asked,
-// and a queue whose gangs are never counted as waiting would be owed nothing.
-func (m *Manager) noteTurnedAwayLocked(p *podInfo) {
+// and a queue whose gangs are never counted as waiting would be owed nothing. With reclaim on,
+// the gang is planned at once, as the scheduler's preemption would have it planned (preempt.go):
+// the scheduler finds no victims among pods of equal priority and never asks lockstep, yet
+// reclaim takes from other queues whatever their pods' priority.
+func (m *Manager) noteTurnedAwayLocked(p *podInfo, fx *effects) {
 	g := m.ledger.gangOf(p)
 	if g == nil || p.spec == nil || p.holds() || !m.ledger.quota.Enforcing() || g.satisfied(p.spec) || m.liveReservation(g.key) != nil {
 		return
 	}
-	if members, wait := quorumMembers(p, g, p.spec); wait == "" {
-		m.wantLocked(g, p, quorumRequests(members))
+	members, wait := quorumMembers(p, g, p.spec)
+	if wait != "" {
+		return
+	}
+	m.wantLocked(g, p, quorumRequests(members))
+	m.reclaimForLocked(g, p, fx)
+}
+
+// reclaimForLocked plans a waiting gang the scheduler keeps from lockstep's filter, with reclaim
+// on; p is its member to plan from.
+func (m *Manager) reclaimForLocked(g *gangInfo, p *podInfo, fx *effects) {
+	if m.mayReclaim(g, p) && memberError(p, g) == nil && p.spec != nil && m.liveReservation(g.key) == nil {
+		fx.touched(g.key)
+		m.applyAdmission(p, g, nil, m.admit(p, g, p.spec, nil, nil), fx)
 	}
 }
 

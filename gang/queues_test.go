@@ -297,3 +297,77 @@ func TestHoldDoesNotMakeAQueueLookServed(t *testing.T) {
 	aNext := e.queuedGang("a8", "a", 1, 1)
 	e.requireWaits(aNext, "owed to the waiting gangs of Volcano Queue b")
 }
+
+const koordinatorQuota = "Koordinator ElasticQuota"
+
+func koordinatorGPUQuota(name string, gpus int64, namespaces ...string) quota.Queue {
+	return quota.Queue{Kind: koordinatorQuota, Name: name, Namespaces: namespaces, Weight: gpus, State: quota.Open, Reclaimable: true,
+		Capability: quota.Limit{Amount: placement.Resources{GPU: gpus}, Named: quota.GPU}}
+}
+
+// A pod whose Koordinator quota label names a quota counts toward it, wherever the quota lives,
+// and waits at its max; its unlabelled neighbours are not under it.
+func TestKoordinatorQuotaLabelHoldsThePodsThatNameIt(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	e.m.SetQueue(koordinatorGPUQuota("gpu-team", 2))
+	for i := range 2 {
+		p := builders.Pod("default", fmt.Sprintf("p-%d", i)).GPU(1).Label(wellknown.LabelKoordinatorQuotaName, "gpu-team").Obj()
+		e.add(p)
+		require.NoError(t, e.bind(p, e.place(p)))
+	}
+	v, ok := e.m.Queue(quota.Key(koordinatorQuota, "gpu-team"))
+	require.True(t, ok)
+	assert.Equal(t, int64(2), v.Used.GPU)
+	third := builders.Pod("default", "p-2").GPU(1).Label(wellknown.LabelKoordinatorQuotaName, "gpu-team").Obj()
+	e.add(third)
+	r := e.filter(third)
+	require.Empty(t, r.Feasible)
+	assert.Contains(t, r.Failed["n-0"], "pod default/p-2 waits for its queue: Koordinator ElasticQuota gpu-team: nvidia.com/gpu would go over its limit of 2: it holds 2 and the pod asks 1 more")
+	other := builders.Pod("default", "unlabelled").GPU(1).Obj()
+	e.add(other)
+	assert.NotEmpty(t, e.filter(other).Feasible, "a pod that names no quota is not under one its namespace is not covered by")
+}
+
+// A Koordinator gang in a namespace its quota covers (named after it) waits whole at the quota's
+// max; one that fits binds.
+func TestKoordinatorNamespaceQuotaHoldsGangWhole(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	e.m.SetQueue(koordinatorGPUQuota("team-a", 2, "team-a"))
+	gang := func(name string, n int) []*corev1.Pod {
+		pods := make([]*corev1.Pod, n)
+		for i := range pods {
+			pods[i] = builders.Pod("team-a", fmt.Sprintf("%s-%d", name, i)).GPU(1).Gang(name, n).Created(t0.Add(timeSecond(i))).Obj()
+		}
+		e.add(pods...)
+		return pods
+	}
+	three := gang("three", 3)
+	e.requireWaits(three, "gang team-a/three waits for its queue: Koordinator ElasticQuota team-a: nvidia.com/gpu would go over its limit of 2: it holds 0 and gang team-a/three's quorum asks 3 more")
+	two := gang("two", 2)
+	e.bindQuorum(two)
+	v, ok := e.m.Queue(quota.Key(koordinatorQuota, "team-a"))
+	require.True(t, ok)
+	assert.Equal(t, int64(2), v.Used.GPU)
+}
+
+// Koordinator's default quota takes the pods of every namespace no other quota covers, those
+// bound before it was created too; a namespace's own quota comes first.
+func TestKoordinatorDefaultQuotaTakesTheRest(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	early := builders.Pod("elsewhere", "early").GPU(1).Obj()
+	e.add(early)
+	require.NoError(t, e.bind(early, e.place(early)))
+	e.m.SetQueue(koordinatorGPUQuota("team-a", 1, "team-a"))
+	e.m.SetQueue(koordinatorGPUQuota("koordinator-default-quota", 2, quota.AllNamespaces))
+	def, ok := e.m.Queue(quota.Key(koordinatorQuota, "koordinator-default-quota"))
+	require.True(t, ok)
+	assert.Equal(t, int64(1), def.Used.GPU, "the pod bound before counts")
+	mine := builders.Pod("team-a", "mine").GPU(1).Obj()
+	e.add(mine)
+	require.NoError(t, e.bind(mine, e.place(mine)))
+	v, _ := e.m.Queue(quota.Key(koordinatorQuota, "team-a"))
+	assert.Equal(t, int64(1), v.Used.GPU)
+	e.m.DeleteQueue(quota.Key(koordinatorQuota, "koordinator-default-quota"))
+	_, ok = e.m.Queue(quota.Key(koordinatorQuota, "koordinator-default-quota"))
+	assert.False(t, ok, "its pods are resolved again: none counts toward it")
+}

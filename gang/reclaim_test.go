@@ -123,3 +123,18 @@ func TestPriorityPreemptsOnlyInsideItsQueue(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// The scheduler finds no victims among pods of equal priority and never asks lockstep about a
+// gang it turns away on a full cluster; reclaim plans the gang when the scheduler's refusal
+// reaches lockstep through the pod's condition.
+func TestReclaimPlansAGangTheSchedulerTurnedAway(t *testing.T) {
+	ev := newFakeEvicter()
+	e := reclaimEnv(t, ev, gpuQueue("a"), gpuQueue("b"))
+	e.elasticGang("elastic", "a", 8, 2, 0)
+	b := e.queuedGang("b", "b", 2, 1)
+	turned := b[0].DeepCopy()
+	turned.Status.Conditions = builders.Pod("x", "y").Unschedulable("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.").Obj().Status.Conditions
+	e.add(turned)
+	assert.Equal(t, []string{"default/elastic-6", "default/elastic-7"}, ev.waitEvicted(t, 2))
+	assert.Contains(t, e.status("default", "b").Reason, "reclaiming for Volcano Queue b")
+}

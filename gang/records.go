@@ -10,6 +10,7 @@ import (
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/quota"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -44,8 +45,11 @@ type podInfo struct {
 	markerErr error
 	// spec and specErr are the rules that apply, resolved by the ledger from inline or from the
 	// group object; both are nil while the group object does not exist (awaiting says which).
-	spec     *gangspec.Spec
-	specErr  error
+	spec    *gangspec.Spec
+	specErr error
+	// ownQueue is the queue the pod's own markers name (gangspec.Membership.Queue), which counts
+	// when its gang's rules name none.
+	ownQueue quota.Ref
 	awaiting string
 	// condition is the message of the pod's PodScheduled=False condition, written by the scheduler;
 	// it explains waiting gangs whose members never reached lockstep's filter.
@@ -229,6 +233,7 @@ func newPodInfoOf(pod *corev1.Pod, ms gangspec.Membership) *podInfo {
 	p.preemptNever = pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == corev1.PreemptNever
 	p.gangName, p.task, p.group, p.inline, p.markerErr = ms.Gang, ms.Task, ms.Group, ms.Spec, ms.Err
 	p.topology = ruleOf(ms.Topology)
+	p.ownQueue = ms.Queue
 	p.spec, p.specErr = p.inline, p.markerErr
 	if raw, ok := pod.Annotations[wellknown.AnnotationGPUIDs]; ok && p.requests.GPU > 0 {
 		// A malformed list counts as unknown indices: the GPUs still count as taken.

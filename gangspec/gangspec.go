@@ -85,6 +85,9 @@ type Membership struct {
 	Err error
 	// Topology is what the pod asks of the network between its gang's nodes; zero for nothing.
 	Topology Topology
+	// Queue is the queue the pod itself names (Koordinator's quota label), gang or not; the zero
+	// Ref for none. A queue its gang's rules name (Spec.Queue) comes first.
+	Queue quota.Ref
 }
 
 // Topology asks that a gang's quorum fit in one domain of a network tier: by the tier's node label

@@ -21,7 +21,8 @@ type Book struct {
 	order []string
 	// defaults are the queue each namespace names for a kind (Volcano's namespace annotation).
 	defaults map[string]map[string]string
-	// namespaceQueue is the queue that applies to all of a namespace's pods (an ElasticQuota).
+	// namespaceQueue is the queue that applies to all of a namespace's pods (an ElasticQuota),
+	// by namespace or AllNamespaces.
 	namespaceQueue map[string]string
 	// kinds counts the defined queues of each kind: a kind none is defined of is not enforced.
 	kinds map[string]int
@@ -73,41 +74,49 @@ func (b *Book) dropIfIdle(key string) {
 	}
 }
 
-// SetQueue defines or redefines a queue. It returns the namespace whose pods' queue may have
-// changed (a namespaced quota's), "" when none did: the owner resolves those pods again.
-func (b *Book) SetQueue(q Queue) (requeue string) {
+// SetQueue defines or redefines a queue. It returns the namespaces whose pods' queue may have
+// changed (those a quota covered or covers now, see Queue.Covers), none when none did: the owner
+// resolves those pods again, all of them for AllNamespaces.
+func (b *Book) SetQueue(q Queue) (requeue []string) {
 	e := b.entry(q.Key())
 	if !e.defined {
 		b.kinds[q.Kind]++
 	}
-	old := e.q.Namespace
+	old := e.q.Covers()
 	e.q, e.defined = q, true
-	if q.Namespace != "" {
-		b.namespaceQueue[q.Namespace] = q.Key()
+	now := q.Covers()
+	for _, ns := range old {
+		if !slices.Contains(now, ns) && b.namespaceQueue[ns] == q.Key() {
+			delete(b.namespaceQueue, ns)
+		}
 	}
-	if old != "" && old != q.Namespace && b.namespaceQueue[old] == q.Key() {
-		delete(b.namespaceQueue, old)
+	for _, ns := range now {
+		b.namespaceQueue[ns] = q.Key()
 	}
-	return q.Namespace
+	requeue = append(old, now...)
+	slices.Sort(requeue)
+	return slices.Compact(requeue)
 }
 
 // DeleteQueue forgets a queue's definition; what its pods use stays counted under its key. It
-// returns the namespace whose pods' queue may have changed, as SetQueue does.
-func (b *Book) DeleteQueue(key string) (requeue string) {
+// returns the namespaces whose pods' queue may have changed, as SetQueue does.
+func (b *Book) DeleteQueue(key string) (requeue []string) {
 	e := b.queues[key]
 	if e == nil || !e.defined {
-		return ""
+		return nil
 	}
 	e.defined = false
 	if b.kinds[e.q.Kind]--; b.kinds[e.q.Kind] <= 0 {
 		delete(b.kinds, e.q.Kind)
 	}
-	ns := e.q.Namespace
-	if ns != "" && b.namespaceQueue[ns] == key {
-		delete(b.namespaceQueue, ns)
+	covered := e.q.Covers()
+	for _, ns := range covered {
+		if b.namespaceQueue[ns] == key {
+			delete(b.namespaceQueue, ns)
+		}
 	}
 	b.dropIfIdle(key)
-	return ns
+	return covered
 }
 
 // SetNamespaceDefault records the queue of kind a namespace names for gangs that name none; an
@@ -132,11 +141,14 @@ func (b *Book) SetNamespaceDefault(namespace, kind, name string) bool {
 
 // Resolve is the key of the queue a pod of namespace belongs to, given what its gang or its own
 // markers name (the zero Ref for nothing): the named queue, else the namespace's default of that
-// kind, else the kind's fallback; with no ref, the queue of the whole namespace, if any. "" is
-// no queue.
+// kind, else the kind's fallback; with no ref, the queue that covers the namespace, else the
+// one that covers all the others (AllNamespaces), if any. "" is no queue.
 func (b *Book) Resolve(namespace string, ref Ref) string {
 	if ref.IsZero() {
-		return b.namespaceQueue[namespace]
+		if key, ok := b.namespaceQueue[namespace]; ok {
+			return key
+		}
+		return b.namespaceQueue[AllNamespaces]
 	}
 	name := ref.Name
 	if name == "" {

@@ -232,3 +232,34 @@ func TestNothingIsOwedToAGangThatCannotUseIt(t *testing.T) {
 	b.Want("ns/small", Key(volcano, "b"), gpus(2))
 	assert.Contains(t, b.Admit(ask), "owed to the waiting gangs of Volcano Queue b", "a gang of b that fits in its due is owed it")
 }
+
+func TestQuotaCoversItsNamespacesAndTheDefaultTheRest(t *testing.T) {
+	const koord = "Koordinator ElasticQuota"
+	b := NewBook()
+	team := Queue{Kind: koord, Name: "team", Namespaces: []string{"a", "b"}, Weight: 1, State: Open}
+	assert.Equal(t, []string{"a", "b"}, b.SetQueue(team), "its pods are resolved again")
+	assert.Equal(t, Key(koord, "team"), b.Resolve("a", Ref{}))
+	assert.Equal(t, Key(koord, "team"), b.Resolve("b", Ref{}))
+	assert.Equal(t, "", b.Resolve("c", Ref{}), "no default quota: no queue")
+	assert.Equal(t, Key(koord, "other"), b.Resolve("a", Ref{Kind: koord, Name: "other"}), "a pod's label names its quota")
+
+	def := Queue{Kind: koord, Name: "koordinator-default-quota", Namespaces: []string{AllNamespaces}, Weight: 1, State: Open}
+	assert.Equal(t, []string{AllNamespaces}, b.SetQueue(def))
+	assert.Equal(t, Key(koord, "koordinator-default-quota"), b.Resolve("c", Ref{}))
+	assert.Equal(t, Key(koord, "team"), b.Resolve("a", Ref{}), "a namespace's own quota comes first")
+
+	team.Namespaces = []string{"b", "d"}
+	assert.Equal(t, []string{"a", "b", "d"}, b.SetQueue(team), "both the namespace it left and the one it took")
+	assert.Equal(t, Key(koord, "koordinator-default-quota"), b.Resolve("a", Ref{}))
+	assert.Equal(t, Key(koord, "team"), b.Resolve("d", Ref{}))
+
+	assert.Equal(t, []string{"b", "d"}, b.DeleteQueue(Key(koord, "team")))
+	assert.Equal(t, Key(koord, "koordinator-default-quota"), b.Resolve("b", Ref{}))
+	assert.Equal(t, []string{AllNamespaces}, b.DeleteQueue(Key(koord, "koordinator-default-quota")))
+	assert.Equal(t, "", b.Resolve("b", Ref{}))
+	assert.Nil(t, b.DeleteQueue(Key(koord, "team")), "deleting twice changes nothing")
+
+	ns := Queue{Kind: "ElasticQuota", Name: "e/q", Namespace: "e"}
+	assert.Equal(t, []string{"e"}, b.SetQueue(ns), "a scheduler-plugins quota covers the namespace it lives in")
+	assert.Equal(t, ns.Key(), b.Resolve("e", Ref{}))
+}

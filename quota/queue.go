@@ -11,6 +11,8 @@
 package quota
 
 import (
+	"slices"
+
 	"github.com/lockstep-sched/lockstep/placement"
 )
 
@@ -77,6 +79,11 @@ type Queue struct {
 	// Namespace, when set, makes the queue apply to every pod of that namespace that names no
 	// other queue (an ElasticQuota).
 	Namespace string
+	// Namespaces are the namespaces it applies to likewise when that is not (only) the one it
+	// lives in: a Koordinator ElasticQuota applies to the namespace it is named after and to
+	// those its namespaces annotation lists. AllNamespaces among them makes it apply to the
+	// pods of every namespace no other queue covers (Koordinator's default quota).
+	Namespaces []string
 	// Source says where it was read, for people: "Volcano Queue team-a (scheduling.volcano.sh/v1beta1)".
 	Source string
 	// Weight is the queue's share of capacity beside the others' when all have work; at least 1.
@@ -100,6 +107,24 @@ type Queue struct {
 	Reclaimable bool
 	// Err, when set, is why the object cannot be used; the queue's gangs wait with it.
 	Err error
+}
+
+// AllNamespaces in Queue.Namespaces stands for every namespace no other queue covers.
+const AllNamespaces = "*"
+
+// Covers lists the namespaces the queue applies to (Namespace and Namespaces), sorted, each once.
+func (q *Queue) Covers() []string {
+	var out []string
+	if q.Namespace != "" {
+		out = append(out, q.Namespace)
+	}
+	for _, ns := range q.Namespaces {
+		if ns != "" {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Key identifies a queue: its kind and name, "Volcano Queue team-a".

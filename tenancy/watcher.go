@@ -1,11 +1,12 @@
 // Package tenancy keeps lockstep in step with the team queues and quotas users of other gang
-// schedulers already write: Volcano's and kube-batch's Queues, scheduler-plugins' ElasticQuotas,
-// and the Namespace annotation that names a Volcano namespace's default queue. It finds which of
+// schedulers already write: Volcano's and kube-batch's Queues, scheduler-plugins' and Koordinator's
+// ElasticQuotas, and the Namespace annotation that names a Volcano namespace's default queue. It finds which of
 // the queue APIs the apiserver serves (a CRD installed later is picked up without a restart; an
 // absent one is no error), watches those and the Namespaces, hands each queue to the gang manager
 // as package dialect reads it, reports an object it cannot use with a Warning Event, and writes
-// back the usage the projects' own schedulers write (Volcano's status.allocated, ElasticQuota's
-// status.used), so that their tools show what each queue holds.
+// back the usage the projects' own schedulers write (Volcano's status.allocated, the ElasticQuotas'
+// status.used), so that their tools show what each queue holds. One quota, of any kind, covers a
+// namespace: quotas that claim the same one are all refused.
 //
 // Reading the objects is package dialect's job; what a queue admits is package quota's, which
 // package gang asks. This package owns only the API traffic between them: it decides nothing
@@ -81,9 +82,10 @@ type Watcher struct {
 	// objects are the queue objects seen, by quota key; kube-batch's two versions share keys, so
 	// each key holds one object per API.
 	objects map[string]map[schema.GroupVersionResource]*unstructured.Unstructured
-	// crowds index namespaced quotas by kind and namespace (crowd), then key, to their names:
-	// one quota applies to a namespace.
-	crowds map[string]map[string]string
+	// crowds index namespaced quotas by the namespaces they cover (of any kind), then key: one
+	// quota applies to a namespace. covers are the namespaces each key's object covers.
+	crowds map[string]map[string]bool
+	covers map[string][]string
 	// told is what the manager was last told of each queue, so that an object's status update
 	// (lockstep's own usage write, say) does not wake the queue's gangs for nothing.
 	told map[string]quota.Queue
@@ -108,7 +110,7 @@ func New(cfg Config) (*Watcher, error) {
 		resync:  make(chan struct{}, 1),
 		watched: map[schema.GroupVersionResource]*watchedAPI{},
 		objects: map[string]map[schema.GroupVersionResource]*unstructured.Unstructured{},
-		crowds:  map[string]map[string]string{}, told: map[string]quota.Queue{}, reported: map[string]string{},
+		crowds:  map[string]map[string]bool{}, covers: map[string][]string{}, told: map[string]quota.Queue{}, reported: map[string]string{},
 	}
 	reg, err := cfg.Namespaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    w.namespaceAdded,
@@ -233,14 +235,10 @@ func (w *Watcher) observe(api dialect.QueueAPI, obj any) {
 		w.objects[key] = map[schema.GroupVersionResource]*unstructured.Unstructured{}
 	}
 	w.objects[key][api.Resource] = u
-	if api.Namespaced {
-		c := crowd(api, u.GetNamespace())
-		if w.crowds[c] == nil {
-			w.crowds[c] = map[string]string{}
-		}
-		w.crowds[c][key] = api.Name(u.GetNamespace(), u.GetName())
-	}
-	w.tellLocked(w.affectedLocked(api, u.GetNamespace(), key))
+	old := w.covers[key]
+	now := coveredBy(api, u)
+	w.crowdLocked(key, old, now)
+	w.tellLocked(w.affectedLocked(key, old, now))
 }
 
 // forget drops a deleted queue object.
@@ -258,32 +256,56 @@ func (w *Watcher) forget(api dialect.QueueAPI, obj any) {
 	if delete(w.objects[key], api.Resource); len(w.objects[key]) == 0 {
 		delete(w.objects, key)
 	}
-	affected := w.affectedLocked(api, u.GetNamespace(), key)
+	old := w.covers[key]
 	if api.Namespaced {
-		c := crowd(api, u.GetNamespace())
-		if delete(w.crowds[c], key); len(w.crowds[c]) == 0 {
-			delete(w.crowds, c)
-		}
+		w.crowdLocked(key, old, nil)
 	}
-	w.tellLocked(affected)
+	w.tellLocked(w.affectedLocked(key, old, nil))
 }
 
-// crowd names the namespaced quotas of one kind in one namespace, of which one may apply.
-func crowd(api dialect.QueueAPI, namespace string) string { return api.Kind + " " + namespace }
+// coveredBy lists the namespaces a namespaced quota object covers, in which no other quota may
+// (quota.Queue.Covers, less quota.AllNamespaces: one key alone can name it).
+func coveredBy(api dialect.QueueAPI, u *unstructured.Unstructured) []string {
+	if !api.Namespaced {
+		return nil
+	}
+	q := api.Parse(u)
+	return slices.DeleteFunc(q.Covers(), func(ns string) bool { return ns == quota.AllNamespaces })
+}
 
-// affectedLocked lists the keys whose reading a change to key may change: key, and for a
-// namespaced quota every other quota of its namespace.
-func (w *Watcher) affectedLocked(api dialect.QueueAPI, namespace, key string) []string {
+// crowdLocked moves key from the crowds of the namespaces it covered to those it covers now.
+func (w *Watcher) crowdLocked(key string, old, now []string) {
+	for _, ns := range old {
+		if delete(w.crowds[ns], key); len(w.crowds[ns]) == 0 {
+			delete(w.crowds, ns)
+		}
+	}
+	for _, ns := range now {
+		if w.crowds[ns] == nil {
+			w.crowds[ns] = map[string]bool{}
+		}
+		w.crowds[ns][key] = true
+	}
+	if len(now) > 0 {
+		w.covers[key] = now
+	} else {
+		delete(w.covers, key)
+	}
+}
+
+// affectedLocked lists the keys whose reading a change to key may change: key, and every other
+// quota of the namespaces it covered or covers.
+func (w *Watcher) affectedLocked(key string, namespaces ...[]string) []string {
 	keys := []string{key}
-	if api.Namespaced {
-		for k := range w.crowds[crowd(api, namespace)] {
-			if k != key {
+	for _, list := range namespaces {
+		for _, ns := range list {
+			for k := range w.crowds[ns] {
 				keys = append(keys, k)
 			}
 		}
 	}
 	slices.Sort(keys)
-	return keys
+	return slices.Compact(keys)
 }
 
 // tellLocked brings the manager's queues of keys up to date. Deletions go first: deleting one
@@ -333,14 +355,19 @@ func (w *Watcher) resolveLocked(key string) (q quota.Queue, obj *unstructured.Un
 	if q, ok = dialect.ChooseQueue(found); !ok {
 		return q, nil, false
 	}
-	if first := found[0]; first.API.Namespaced {
-		var others []string
-		for k, name := range w.crowds[crowd(first.API, q.Namespace)] {
-			if k != key {
-				others = append(others, name)
+	if found[0].API.Namespaced {
+		for _, ns := range w.covers[key] {
+			var others []string
+			for k := range w.crowds[ns] {
+				if k != key {
+					others = append(others, k)
+				}
+			}
+			if len(others) > 0 {
+				q = dialect.AloneInNamespace(q, ns, others)
+				break
 			}
 		}
-		q = dialect.AloneInNamespace(q, others)
 	}
 	return q, found[0].Object, true
 }

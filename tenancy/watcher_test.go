@@ -124,6 +124,13 @@ func TestQueueObjects(t *testing.T) {
 	eqCPU := queueObj(dialect.ElasticQuota, "team-a", "cpu", map[string]any{"max": map[string]any{"cpu": "8"}})
 	eqOther := queueObj(dialect.ElasticQuota, "team-b", "gpu", nil)
 
+	koordTeamA := queueObj(dialect.KoordinatorElasticQuota, "team-a", "team-a", map[string]any{"max": map[string]any{"nvidia.com/gpu": "2"}})
+	koordListing := queueObj(dialect.KoordinatorElasticQuota, "pool", "shared", nil)
+	koordListing.SetAnnotations(map[string]string{wellknown.AnnotationKoordinatorQuotaNamespaces: `["team-b"]`})
+	koordListingMore := koordListing.DeepCopy()
+	koordListingMore.SetAnnotations(map[string]string{wellknown.AnnotationKoordinatorQuotaNamespaces: `["team-a","team-b"]`})
+	koordElsewhere := queueObj(dialect.KoordinatorElasticQuota, "team-a", "other", nil)
+
 	const badWeight = `Warning QueueInvalid Volcano Queue team-a: spec.weight="-1": must be positive; the queue's gangs wait until it is fixed`
 	tests := []struct {
 		name  string
@@ -163,6 +170,21 @@ func TestQueueObjects(t *testing.T) {
 					`Warning QueueInvalid ElasticQuota team-a/cpu: metadata.namespace="team-a": namespace team-a also has ElasticQuota team-a/gpu; one applies to a namespace: delete all but one; the queue's gangs wait until it is fixed`,
 					`Warning QueueInvalid ElasticQuota team-a/gpu: metadata.namespace="team-a": namespace team-a also has ElasticQuota team-a/cpu; one applies to a namespace: delete all but one; the queue's gangs wait until it is fixed`}},
 			{api: dialect.ElasticQuota, obj: eqCPU, delete: true, wantCalls: []string{"delete ElasticQuota team-a/cpu", "set ElasticQuota team-a/gpu"}},
+		}},
+		{name: "Koordinator quotas crowd the namespaces they cover, with quotas of any kind", steps: []step{
+			{api: dialect.KoordinatorElasticQuota, obj: koordTeamA, wantCalls: []string{"set Koordinator ElasticQuota team-a"}},
+			{api: dialect.KoordinatorElasticQuota, obj: koordElsewhere, wantCalls: []string{"set Koordinator ElasticQuota other"}},
+			{api: dialect.KoordinatorElasticQuota, obj: koordListing, wantCalls: []string{"set Koordinator ElasticQuota shared"}},
+			{api: dialect.ElasticQuota, obj: eqOther, wantCalls: []string{"set ElasticQuota team-b/gpu !", "set Koordinator ElasticQuota shared !"},
+				wantEvents: []string{
+					`Warning QueueInvalid ElasticQuota team-b/gpu: metadata.namespace="team-b": namespace team-b also has Koordinator ElasticQuota shared; one applies to a namespace: delete all but one; the queue's gangs wait until it is fixed`,
+					`Warning QueueInvalid Koordinator ElasticQuota shared: metadata.annotations.quota.scheduling.koordinator.sh/namespaces="team-b": namespace team-b also has ElasticQuota team-b/gpu; one applies to a namespace: delete all but one; the queue's gangs wait until it is fixed`}},
+			{api: dialect.ElasticQuota, obj: eqOther, delete: true, wantCalls: []string{"delete ElasticQuota team-b/gpu", "set Koordinator ElasticQuota shared"}},
+			{api: dialect.KoordinatorElasticQuota, obj: koordListingMore, wantCalls: []string{"set Koordinator ElasticQuota shared !", "set Koordinator ElasticQuota team-a !"},
+				wantEvents: []string{
+					`Warning QueueInvalid Koordinator ElasticQuota shared: metadata.annotations.quota.scheduling.koordinator.sh/namespaces="team-a": namespace team-a also has Koordinator ElasticQuota team-a; one applies to a namespace: delete all but one; the queue's gangs wait until it is fixed`,
+					`Warning QueueInvalid Koordinator ElasticQuota team-a: metadata.name="team-a": namespace team-a also has Koordinator ElasticQuota shared; one applies to a namespace: delete all but one; the queue's gangs wait until it is fixed`}},
+			{api: dialect.KoordinatorElasticQuota, obj: koordListing, wantCalls: []string{"set Koordinator ElasticQuota shared", "set Koordinator ElasticQuota team-a"}},
 		}},
 	}
 	for _, tc := range tests {

@@ -31,6 +31,19 @@ const (
 	AnnotationGangNetworkTopologySpec = "gang.scheduling.koordinator.sh/network-topology-spec"
 )
 
+// Koordinator's ElasticQuota keys (apis/extension/elastic_quota.go, v1.6.0). A pod's label names
+// its quota by name (Koordinator's quota names are unique across namespaces); the quota's own
+// annotations and labels say which namespaces it covers, how it shares and whether it lends.
+const (
+	LabelKoordinatorQuotaName              = "quota.scheduling.koordinator.sh/name"
+	AnnotationKoordinatorQuotaNamespaces   = "quota.scheduling.koordinator.sh/namespaces"
+	AnnotationKoordinatorQuotaSharedWeight = "quota.scheduling.koordinator.sh/shared-weight"
+	LabelKoordinatorQuotaAllowLent         = "quota.scheduling.koordinator.sh/allow-lent-resource"
+	// KoordinatorDefaultQuota takes the pods no other quota covers; koord-scheduler creates it
+	// (in koordinator-system unless configured otherwise).
+	KoordinatorDefaultQuota = "koordinator-default-quota"
+)
+
 // The other gang dialects' pod markers.
 const (
 	// LabelKoordinatorPodGroup names a PodGroup of scheduling.sigs.k8s.io (Koordinator's).

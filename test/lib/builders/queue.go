@@ -63,6 +63,12 @@ func ElasticQuota(namespace, name string) *ObjectBuilder {
 	return object("scheduling.x-k8s.io/v1alpha1", "ElasticQuota", namespace, name)
 }
 
+// KoordinatorElasticQuota starts a Koordinator ElasticQuota (scheduling.sigs.k8s.io/v1alpha1) of
+// namespace, with neither min nor max.
+func KoordinatorElasticQuota(namespace, name string) *ObjectBuilder {
+	return object("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", namespace, name)
+}
+
 // VolcanoPodGroup starts a Volcano PodGroup (scheduling.volcano.sh/v1beta1) of minMember 1 that
 // names no queue.
 func VolcanoPodGroup(namespace, name string) *ObjectBuilder {

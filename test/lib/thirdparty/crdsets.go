@@ -45,6 +45,7 @@ var (
 	}}
 	koordinator = crdSet{"github.com/koordinator-sh/koordinator", "v1.6.0", []string{
 		"config/crd/bases/scheduling.sigs.k8s.io_podgroups.yaml",
+		"config/crd/bases/scheduling.sigs.k8s.io_elasticquotas.yaml",
 	}}
 	kubeBatch = crdSet{"github.com/kubernetes-sigs/kube-batch", "v0.5.0", []string{
 		"config/crds/scheduling_v1alpha1_podgroup.yaml",
@@ -71,7 +72,8 @@ func SchedulerPluginsCRDs(ctx context.Context) ([]string, error) { return schedu
 func VolcanoCRDs(ctx context.Context) ([]string, error) { return volcano.paths(ctx) }
 
 // KoordinatorCRDs is Koordinator v1.6.0's PodGroup (scheduling.sigs.k8s.io/v1alpha1, the
-// coscheduling group under its older name).
+// coscheduling group under its older name) and its ElasticQuota (scheduling.sigs.k8s.io/v1alpha1,
+// namespaced, without a status subresource: status.used is written with the object).
 func KoordinatorCRDs(ctx context.Context) ([]string, error) { return koordinator.paths(ctx) }
 
 // KubeBatchCRDs is kube-batch v0.5.0's PodGroup and Queue (cluster-scoped, spec.weight) in both

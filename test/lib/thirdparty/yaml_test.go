@@ -86,7 +86,7 @@ func TestCRDSets(t *testing.T) {
 	assert.ElementsMatch(t, []string{
 		"podgroups.scheduling.x-k8s.io", "elasticquotas.scheduling.x-k8s.io",
 		"podgroups.scheduling.volcano.sh", "queues.scheduling.volcano.sh", "jobs.batch.volcano.sh", "commands.bus.volcano.sh",
-		"podgroups.scheduling.sigs.k8s.io",
+		"podgroups.scheduling.sigs.k8s.io", "elasticquotas.scheduling.sigs.k8s.io",
 		"podgroups.scheduling.incubator.k8s.io", "podgroups.scheduling.sigs.dev",
 		"queues.scheduling.incubator.k8s.io", "queues.scheduling.sigs.dev",
 		"tfjobs.kubeflow.org", "mpijobs.kubeflow.org",
