@@ -124,6 +124,21 @@ func (m *Manager) queueWait(g *gangInfo, p *podInfo, req placement.Resources) st
 	return ""
 }
 
+// queueMayHold reports whether a starving gang's queue lets it claim capacity before it frees:
+// its queue takes the quorum now, and would stay within its fair share with it. What frees later
+// may by then be owed to a queue below its share, which a hold granted past the share would keep.
+func (m *Manager) queueMayHold(g *gangInfo, members []*podInfo) bool {
+	p, req := members[0], quorumRequests(members)
+	if m.queueWait(g, p, req) != "" {
+		return false
+	}
+	if !m.ledger.quota.Enforcing() || p.queue == "" {
+		return true
+	}
+	return m.ledger.quota.WithinShare(quota.Question{Queue: p.queue, Gang: g.key, Request: req,
+		Held: m.queueHeldBesides(g.key), Capacity: m.ledger.queueCapacity()}) == ""
+}
+
 // podQueueWait is queueWait for one pod that needs no quorum (a member beyond its gang's
 // quorum): only the queue's hard limits and others' guarantees apply.
 func (m *Manager) podQueueWait(p *podInfo) string {

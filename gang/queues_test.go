@@ -278,7 +278,7 @@ func TestQuotaHoldsAtBindForPodsFilteredTogether(t *testing.T) {
 // A starving gang's hold is a claim on capacity others still use: it does not make its queue
 // look served, so what frees elsewhere is still owed to that queue, not to one above its share.
 func TestHoldDoesNotMakeAQueueLookServed(t *testing.T) {
-	e, clock := starvationEnv(t) // two 4-GPU nodes
+	e := starvingEnv(t)
 	e.m.SetQueue(gpuQueue("a", withWeight(3)))
 	e.m.SetQueue(gpuQueue("b", withWeight(1)))
 	var aGangs [][]*corev1.Pod
@@ -288,8 +288,6 @@ func TestHoldDoesNotMakeAQueueLookServed(t *testing.T) {
 		aGangs = append(aGangs, g)
 	}
 	b0 := e.queuedGang("b0", "b", 2, 1)
-	e.requireWaits(b0, "0 free")
-	clock.advance(2 * time.Minute)
 	e.requireWaits(b0, "lockstep holds nodes") // b0 starves: it holds capacity as it frees
 	e.m.DeletePod(aGangs[0][0].UID)            // one GPU frees; b0 needs two
 	held := e.queueView("b")
@@ -370,4 +368,35 @@ func TestKoordinatorDefaultQuotaTakesTheRest(t *testing.T) {
 	e.m.DeleteQueue(quota.Key(koordinatorQuota, "koordinator-default-quota"))
 	_, ok = e.m.Queue(quota.Key(koordinatorQuota, "koordinator-default-quota"))
 	assert.False(t, ok, "its pods are resolved again: none counts toward it")
+}
+
+// A starving gang whose queue would end above its share holds nothing: the capacity that frees
+// may by then be owed to a queue below its own share.
+func TestGangPastItsQueueShareHoldsNothing(t *testing.T) {
+	e := starvingEnv(t)
+	e.m.SetQueue(gpuQueue("a", withWeight(3)))
+	e.m.SetQueue(gpuQueue("b", withWeight(1)))
+	for i := range 6 {
+		e.bindQuorum(e.queuedGang(fmt.Sprintf("a%d", i), "a", 1, 1))
+	}
+	e.bindQuorum(e.queuedGang("b0", "b", 2, 1)) // b at its share of 2, a at its 6
+	e.requireWaits(e.queuedGang("a6", "a", 1, 1), "0 free")
+	b1 := e.queuedGang("b1", "b", 2, 1)
+	e.requireWaits(b1, "0 free")
+	e.m.mu.Lock()
+	e.m.holdForStarvingLocked(&effects{})
+	holder := e.m.book.holder()
+	e.m.mu.Unlock()
+	assert.NotEqual(t, "default/b1", holder, "b would end above its share with b1's quorum")
+}
+
+// starvingEnv is two 4-GPU nodes under a starvation threshold of a minute, on a clock at the real
+// time: every test gang, created at t0, has waited past it, and reservations made on this clock
+// expire when the real time says (a held bind waits on a real timer).
+func starvingEnv(t *testing.T) *env {
+	cfg := testConfig()
+	cfg.StarvationThreshold = time.Minute
+	e := newEnv(t, cfg, gpuNodes("n", 2, 4)...)
+	e.m.now = newTestClock(time.Now()).now
+	return e
 }

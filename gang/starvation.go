@@ -76,8 +76,8 @@ func (m *Manager) anyStarvingLocked() bool {
 // planHold is a hold for a starving gang's quorum, nil when the rule does not apply: the gang is
 // not starving, another gang holds already, or the quorum would not fit even then.
 func (m *Manager) planHold(g *gangInfo, members []*podInfo, toPlace []placement.Member) *reservation {
-	if !m.starving(g) || m.book.holder() != "" || m.queueWait(g, members[0], quorumRequests(members)) != "" {
-		return nil // a gang its queue turns away holds nothing for itself
+	if !m.starving(g) || m.book.holder() != "" || !m.queueMayHold(g, members) {
+		return nil
 	}
 	prio := g.priority()
 	in := placement.Input{Free: map[string]placement.Resources{}, GangNodes: map[string]bool{}, Members: toPlace}

@@ -29,16 +29,34 @@ func (b *Book) StartReclaim(q Question) (*Reclaim, string) {
 	if !b.enforced(q.Queue) {
 		return nil, "no team queue is enforced"
 	}
-	extra := b.unrecorded(q)
-	shares := b.Shares(q.Capacity, q.Held, q.Queue, extra)
+	shares, why := b.withinShare(q)
+	if why != "" {
+		return nil, why + "; it takes nothing back from other queues"
+	}
+	return &Reclaim{book: b, held: q.Held, shares: shares, taken: map[string]Resources{}, scarce: b.scarce(q)}, ""
+}
+
+// WithinShare says why q would take its queue above its fair share, "" when it would not (or no
+// queue is enforced). A claim on capacity before it frees (a starving gang's hold) is granted
+// only within the share: what frees later may be owed to a queue that is below its own by then.
+func (b *Book) WithinShare(q Question) string {
+	if !b.enforced(q.Queue) {
+		return ""
+	}
+	_, why := b.withinShare(q)
+	return why
+}
+
+func (b *Book) withinShare(q Question) (map[string]Resources, string) {
+	shares := b.Shares(q.Capacity, q.Held, q.Queue, b.unrecorded(q))
 	alloc := b.allocated(q.Queue, q.Held)
 	for _, res := range countedNames {
 		if need := q.Request.Get(res); need > 0 && alloc.Get(res)+need > shares[q.Queue].Get(res) {
-			return nil, fmt.Sprintf("%s would end above its fair share of %s (deserves %s, holds %s, %s asks %s more); it takes nothing back from other queues",
+			return shares, fmt.Sprintf("%s would end above its fair share of %s (deserves %s, holds %s, %s asks %s more)",
 				q.Queue, res, placement.Amount(res, shares[q.Queue].Get(res)), placement.Amount(res, alloc.Get(res)), asker(q), placement.Amount(res, need))
 		}
 	}
-	return &Reclaim{book: b, held: q.Held, shares: shares, taken: map[string]Resources{}, scarce: b.scarce(q)}, ""
+	return shares, ""
 }
 
 // scarce are the resources q asks more of than the queues have free in all; when none is (the
