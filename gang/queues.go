@@ -236,11 +236,12 @@ func (m *Manager) queueHeld() map[string]placement.Resources {
 	return held
 }
 
-// queueHeldBesides is queueHeld less what gang's own reservation or hold sets aside: a gang asking
-// for its quorum must not be counted twice, once in what it asks and once in what it holds.
+// queueHeldBesides is queueHeld less what gang's own reservation sets aside: a gang asking for its
+// quorum must not be counted twice, once in what it asks and once in what it holds. (A starving
+// gang's hold is in neither: heldByQueue leaves holds out.)
 func (m *Manager) queueHeldBesides(gang string) map[string]placement.Resources {
 	held := m.queueHeld()
-	if res := m.book.live(gang); res != nil && res.queue != "" {
+	if res := m.book.live(gang); res != nil && res.queue != "" && res.state != holding {
 		for _, s := range res.slots {
 			if s.holdsCapacity() {
 				held[res.queue] = held[res.queue].Sub(s.requests)

@@ -3,6 +3,7 @@ package gang
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -137,4 +138,27 @@ func TestReclaimPlansAGangTheSchedulerTurnedAway(t *testing.T) {
 	e.add(turned)
 	assert.Equal(t, []string{"default/elastic-6", "default/elastic-7"}, ev.waitEvicted(t, 2))
 	assert.Contains(t, e.status("default", "b").Reason, "reclaiming for Volcano Queue b")
+}
+
+// A starving gang's hold must not hide it from reclaim: once the queue above its share lets
+// others reclaim, the sweep takes back what the holding gang needs.
+func TestReclaimServesAGangThatHolds(t *testing.T) {
+	ev := newFakeEvicter()
+	cfg := testConfig()
+	cfg.Evicter, cfg.QueueReclaim, cfg.StarvationThreshold = ev, true, time.Minute
+	e := newEnv(t, cfg, gpuNodes("n", 4, 2)...)
+	e.m.now = newTestClock(time.Now()).now // every test gang, created at t0, has starved since
+	e.m.SetQueue(gpuQueue("a", func(q *quota.Queue) { q.Reclaimable = false }))
+	e.m.SetQueue(gpuQueue("b"))
+	for i, name := range []string{"a0", "a1", "a2", "a3"} {
+		e.elasticGang(name, "a", 2, 2, i*10)
+	}
+	b := e.queuedGang("within", "b", 2, 1)
+	e.requireWaits(b, "lockstep holds nodes")
+	e.m.SetQueue(gpuQueue("a")) // reclaimable again
+	e.m.mu.Lock()
+	e.m.strandedLook = time.Time{} // the sweep's next look is due
+	e.m.mu.Unlock()
+	e.m.checkWaitingGangs()
+	assert.Equal(t, []string{"default/a3-0", "default/a3-1"}, ev.waitEvicted(t, 2), "the youngest gang of a goes, whole")
 }
