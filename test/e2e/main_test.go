@@ -42,8 +42,11 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...)
 	}
 	// LOCKSTEP_E2E_KEEP=1 keeps every component's log and data for a look after the run.
+	// --queue-reclaim (off by default) acts only where team queues are enforced and a gang waits
+	// below its queue's fair share: the tests without queues run as they would without it, and
+	// reclaim_test.go shows it.
 	e, err := harness.Up(ctx, harness.Options{Logf: logf, KeepWorkDir: os.Getenv("LOCKSTEP_E2E_KEEP") != "", Race: true, FaultProxy: true,
-		LockstepArgs: []string{"--starvation-threshold", starvationThreshold.String(), "--topology-tiers", suiteTiers}})
+		LockstepArgs: []string{"--starvation-threshold", starvationThreshold.String(), "--topology-tiers", suiteTiers, "--queue-reclaim"}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: setting up the control plane failed: %v\n", err)
 		return 1

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -418,4 +419,77 @@ func (s *queueScenario) createVcjob(name, queue string, workers int) *unstructur
 // podsOfJob lists the pods Volcano's job controller made for vcjob name.
 func (s *queueScenario) podsOfJob(name string) []corev1.Pod {
 	return listPods(s.ctx, s.ns, jobKinds["Job"].podLabel+"="+name)
+}
+
+// rawQueuesAt is one lockstep's /debug/queues, or why it could not be read: rawQueues for a
+// lockstep other than the suite's (a replica's).
+func rawQueuesAt(ctx context.Context, ls *harness.Lockstep) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ls.DebugURL+"/debug/queues", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var raw json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		return "", fmt.Errorf("/debug/queues: %s: %w", resp.Status, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("/debug/queues: %s: %s", resp.Status, raw)
+	}
+	return string(raw), nil
+}
+
+// queueAt is one queue of one lockstep's /debug/queues; the zero view while that lockstep does
+// not show it or does not answer.
+func (s *queueScenario) queueAt(ls *harness.Lockstep, key string) queueView {
+	raw, err := rawQueuesAt(s.ctx, ls)
+	if err != nil {
+		return queueView{}
+	}
+	var out struct {
+		Queues []queueView `json:"queues"`
+	}
+	if json.Unmarshal([]byte(raw), &out) != nil {
+		return queueView{}
+	}
+	for _, q := range out.Queues {
+		if q.Key == key {
+			return q
+		}
+	}
+	return queueView{}
+}
+
+// volcanoMember creates member i of Volcano PodGroup group, a pod of one GPU named <group>-<i>,
+// as volcanoGang makes them: for a gang whose members come one at a time.
+func (s *queueScenario) volcanoMember(group string, i int) *corev1.Pod {
+	s.t.Helper()
+	return s.create(gpuPod(fmt.Sprintf("%s-%d", group, i)).VolcanoGroup(group).Obj())
+}
+
+// volcanoGangScheduledBy is volcanoGang for pods another scheduler places (schedulerName), such
+// as the replicas of replicas_test.go.
+func (s *queueScenario) volcanoGangScheduledBy(group, queue string, minMember, members int, schedulerName string) {
+	s.t.Helper()
+	pg := builders.VolcanoPodGroup(s.ns, group).MinMember(int64(minMember)).Queue(queue)
+	_, err := s.dyn.Resource(volcanoGroupGVR).Namespace(s.ns).Create(s.ctx, pg.Obj(), metav1.CreateOptions{FieldValidation: "Strict"})
+	require.NoError(s.t, err, "creating Volcano PodGroup %s", group)
+	for i := range members {
+		s.create(gpuPod(fmt.Sprintf("%s-%d", group, i)).VolcanoGroup(group).SchedulerName(schedulerName).Obj())
+	}
+}
+
+// volcanoQueueAllocatedGPUs is a Volcano Queue's status.allocated GPUs as the apiserver has them,
+// "" when none is written.
+func (s *queueScenario) volcanoQueueAllocatedGPUs(name string) string {
+	obj, err := s.dyn.Resource(volcanoQueueGVR).Get(s.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	v, _, _ := unstructured.NestedString(obj.Object, "status", "allocated", gpuRes)
+	return v
 }

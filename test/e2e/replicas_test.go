@@ -21,7 +21,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
+	"github.com/lockstep-sched/lockstep/test/lib/faultproxy"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/test/lib/testcerts"
 )
@@ -304,4 +306,140 @@ func TestLeaderKilledMidGangHandsOverWithoutPartialGang(t *testing.T) {
 	require.Equal(t, "1", leading(standby.lockstep), "the new leader's lockstep knows it leads")
 	t.Logf("hand-over: the standby held the Lease %s after the kill (leaseDuration 4s), the gang was bound %s after it",
 		handOver.Round(10*time.Millisecond), bound.Round(10*time.Millisecond))
+}
+
+// writesFor matches every write (anything but a read) in namespace ns, and every write of the
+// cluster-scoped Volcano Queue queue, its status or the object itself.
+func writesFor(ns, queue string) faultproxy.Matcher {
+	queuePath := "/apis/scheduling.volcano.sh/v1beta1/queues/" + queue
+	return func(r *http.Request) bool {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return false
+		}
+		return strings.Contains(r.URL.Path, "/namespaces/"+ns+"/") || r.URL.Path == queuePath || r.URL.Path == queuePath+"/status"
+	}
+}
+
+// Two schedulers elect a leader, each with its lockstep, as in
+// TestLeaderKilledMidGangHandsOverWithoutPartialGang, and place gangs of a Volcano Queue capped
+// at 4 GPUs: two gangs of 2 fill it, a third waits whole. The leader is killed (scheduler and
+// lockstep, kill -9). The new leader's lockstep counts what the queue holds as the old one did
+// (nothing lost, nothing counted twice), keeps the cap (the waiting gang and a new one wait
+// whole), writes the Queue's status.allocated, which only a leader writes, and releases what a
+// gang bound under the old leader held once it ends. (No peer suite has this case; it follows
+// TestQueueAccountingSurvivesRestart.)
+func TestQueueAccountingSurvivesLeaderHandOver(t *testing.T) {
+	s := newQueueScenario(t, 4, 2)
+	certs := newTLSFiles(t)
+	schedulerName, lease := "lockstep-"+s.ns, "lockstep-scheduler"
+	q := s.queueName("kept")
+	key := volcanoKey(q)
+	// The suite's own lockstep watches every pod, though its scheduler places none of these: it
+	// runs without leader election, so it would write the Queue's status.allocated too, and with
+	// --queue-reclaim it plans the gangs the replicas' schedulers turn away (writing their pods'
+	// conditions and PodGroups' status). It is no part of the Deployment's shape under test:
+	// refused every write in the test's namespace and to the Queue, it leaves them to the
+	// replicas, and status.allocated to their leader.
+	refused := s.addFault(&faultproxy.Rule{Match: writesFor(s.ns, q), Fault: faultproxy.Status(http.StatusForbidden, 0)})
+	replicas := map[string]*replica{}
+	for _, host := range []string{"replica-a", "replica-b"} {
+		replicas[host] = s.startReplica(certs, host, schedulerName, lease)
+	}
+	s.createVolcanoQueue(builders.VolcanoQueue(q).Capability(gpuRes, "4"))
+	var leader, standby *replica
+	s.eventually(30*time.Second, "a leader elected", func() bool {
+		host, _, _ := strings.Cut(s.leaseHolder(lease), "_")
+		leader = replicas[host]
+		return leader != nil
+	})
+	for _, r := range replicas {
+		if r != leader {
+			standby = r
+		}
+	}
+	s.eventually(10*time.Second, "each lockstep to know whether its scheduler leads", func() bool {
+		return leading(leader.lockstep) == "1" && leading(standby.lockstep) == "0"
+	})
+	for _, r := range replicas {
+		s.eventually(30*time.Second, r.host+"'s lockstep to show the queue", func() bool { return s.queueAt(r.lockstep, key).Defined })
+	}
+
+	s.volcanoGangScheduledBy("one", q, 2, 2, schedulerName)
+	s.volcanoGangScheduledBy("two", q, 2, 2, schedulerName)
+	s.eventually(90*time.Second, "both gangs bound under the leader, filling the queue", func() bool { return s.boundInGroups([]string{"one", "two"}) == 4 })
+	s.binds.assertNeverPartial(t, "one", 2)
+	s.binds.assertNeverPartial(t, "two", 2)
+	holds4 := func(gangName string) string {
+		return fmt.Sprintf("gang %s/%s waits for its queue: %s: nvidia.com/gpu would go over its limit of 4: it holds 4 and gang %s/%s's quorum asks 2 more",
+			s.ns, gangName, key, s.ns, gangName)
+	}
+	waitsAt := func(r *replica, gangName string) bool {
+		g, ok := s.gangsAt(r.lockstep)[gangName]
+		return ok && (g.Phase == gang.PhaseWaiting || g.Phase == gang.PhaseHolding) && strings.Contains(g.Reason, holds4(gangName))
+	}
+	s.volcanoGangScheduledBy("three", q, 2, 2, schedulerName)
+	s.eventually(60*time.Second, "gang three to wait on the full queue at the leader", func() bool { return waitsAt(leader, "three") })
+	for _, r := range replicas {
+		s.eventually(30*time.Second, r.host+"'s lockstep to count the queue's 4 GPUs", func() bool {
+			v := s.queueAt(r.lockstep, key)
+			return gpus(v.Allocated) == "4" && gpus(v.Used) == "4" && gpus(v.Held) == "0"
+		})
+	}
+	before := s.queueAt(leader.lockstep, key)
+	require.Equal(t, before.Allocated, s.queueAt(standby.lockstep, key).Allocated, "the standby counts as the leader does")
+	s.eventually(30*time.Second, "the leader to write the Queue's status.allocated: 4 GPUs", func() bool { return s.volcanoQueueAllocatedGPUs(q) == "4" })
+	t.Logf("the suite's lockstep was refused %d writes", refused.Hits())
+
+	killed := time.Now()
+	leader.kill()
+	s.eventually(30*time.Second, "the standby's scheduler to take the Lease", func() bool {
+		return strings.HasPrefix(s.leaseHolder(lease), standby.host+"_")
+	})
+	s.eventually(10*time.Second, "the new leader's lockstep to know it leads", func() bool { return leading(standby.lockstep) == "1" })
+	t.Logf("hand-over: the standby led %s after the kill", time.Since(killed).Round(10*time.Millisecond))
+	after := s.queueAt(standby.lockstep, key)
+	require.Equal(t, before.Allocated, after.Allocated, "allocated at the old leader: %s\nat the new one: %s", before, after)
+	require.Equal(t, before.Used, after.Used)
+	require.Equal(t, "0", gpus(after.Held), "%s", after)
+
+	// The cap holds under the new leader, for the gang that waited and a new one alike.
+	s.volcanoGangScheduledBy("four", q, 2, 2, schedulerName)
+	s.eventually(60*time.Second, "gangs three and four to wait on the full queue at the new leader", func() bool {
+		return waitsAt(standby, "three") && waitsAt(standby, "four")
+	})
+	s.never(5*time.Second, "a gang bound over the queue's capability", func() bool { return s.boundInGroups([]string{"three", "four"}) > 0 })
+	require.Equal(t, before.Allocated, s.queueAt(standby.lockstep, key).Allocated, "still counted once")
+
+	// status.allocated is the new leader's to write now: written over, it is written back.
+	s.patchQueue(q, `{"status":{"allocated":{"nvidia.com/gpu":"0","cpu":"0","memory":"0"}}}`, "status")
+	s.eventually(30*time.Second, "the new leader to write status.allocated back to 4 GPUs", func() bool { return s.volcanoQueueAllocatedGPUs(q) == "4" })
+
+	// A gang bound under the old leader ends: what it held is released, once; one of the two
+	// waiting gangs takes its place, whole, and the other still waits, whole.
+	s.deletePod("one-0")
+	s.deletePod("one-1")
+	var next, other string
+	s.eventually(90*time.Second, "a waiting gang bound in the room gang one left", func() bool {
+		for _, pair := range [][2]string{{"three", "four"}, {"four", "three"}} {
+			if s.boundInGroup(pair[0]) == 2 {
+				next, other = pair[0], pair[1]
+				return true
+			}
+		}
+		return false
+	})
+	s.binds.assertNeverPartial(t, next, 2)
+	s.never(5*time.Second, "gang "+other+" bound over the queue's capability", func() bool { return s.boundInGroup(other) > 0 })
+	s.eventually(30*time.Second, "the new leader to count the queue full again, 4 GPUs", func() bool {
+		v := s.queueAt(standby.lockstep, key)
+		return gpus(v.Allocated) == "4" && gpus(v.Used) == "4"
+	})
+
+	// What the queue holds goes down, and status.allocated follows.
+	s.deletePod(other + "-0")
+	s.deletePod(other + "-1")
+	s.deletePod("two-0")
+	s.deletePod("two-1")
+	s.eventually(30*time.Second, "the new leader to count gang "+next+"'s 2 GPUs", func() bool { return gpus(s.queueAt(standby.lockstep, key).Allocated) == "2" })
+	s.eventually(30*time.Second, "status.allocated to follow: 2 GPUs", func() bool { return s.volcanoQueueAllocatedGPUs(q) == "2" })
 }
