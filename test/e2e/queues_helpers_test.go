@@ -82,25 +82,7 @@ func (q queueView) String() string {
 }
 
 // rawQueues is lockstep's /debug/queues, or why it could not be read.
-func rawQueues(ctx context.Context) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.lockstep.DebugURL+"/debug/queues", nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var raw json.RawMessage
-	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
-		return "", fmt.Errorf("/debug/queues: %s: %w", resp.Status, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("/debug/queues: %s: %s", resp.Status, raw)
-	}
-	return string(raw), nil
-}
+func rawQueues(ctx context.Context) (string, error) { return rawQueuesAt(ctx, env.lockstep) }
 
 // debugQueues reads /debug/queues by key; nil when lockstep does not answer (it may be
 // restarting).
