@@ -192,7 +192,7 @@ func (b *Book) owed(q Question, shares map[string]Resources, priority int32) (Re
 	dues := map[string]Resources{}
 	for _, key := range b.keys() {
 		o := b.queues[key]
-		if key == q.Queue || o.waiting == 0 || (o.defined && !o.q.takesNewGangs()) {
+		if key == q.Queue || o.waiting == 0 || !b.takesGangs(key, o) {
 			continue
 		}
 		alloc := b.allocated(key, q.Held)
@@ -228,6 +228,15 @@ func fitsIn(r, room Resources) bool {
 		}
 	}
 	return true
+}
+
+// takesGangs reports whether a queue could admit a gang at all: a closed, unusable or missing
+// queue is owed nothing, since its gangs could not take what it is owed.
+func (b *Book) takesGangs(key string, e *entry) bool {
+	if !e.defined {
+		return strings.HasSuffix(key, " "+DefaultName)
+	}
+	return e.q.Err == nil && e.q.takesNewGangs()
 }
 
 // othersWait reports whether a queue other than key has a gang waiting.

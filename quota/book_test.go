@@ -263,3 +263,22 @@ func TestQuotaCoversItsNamespacesAndTheDefaultTheRest(t *testing.T) {
 	assert.Equal(t, []string{"e"}, b.SetQueue(ns), "a scheduler-plugins quota covers the namespace it lives in")
 	assert.Equal(t, ns.Key(), b.Resolve("e", Ref{}))
 }
+
+// A queue whose gangs could not be admitted (missing, closed, unusable) is owed nothing.
+func TestQueuesThatTakeNoGangAreOwedNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		queue string
+		defs  []Queue
+	}{
+		{"missing", "nope", nil},
+		{"closed", "shut", []Queue{vq("shut", state(Closed))}},
+		{"unusable", "bad", []Queue{vq("bad", func(q *Queue) { q.Err = errors.New("bad weight") })}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := world{queues: append([]Queue{vq("a")}, tc.defs...), used: map[string]int64{"a": 6}}.book()
+			b.Want("ns/w", Key(volcano, tc.queue), gpus(1))
+			assert.Empty(t, b.Admit(Question{Queue: Key(volcano, "a"), Gang: "ns/g", Request: gpus(2), Capacity: gpus(8), Fair: true}))
+		})
+	}
+}
