@@ -105,9 +105,6 @@ func (m *Manager) Queue(key string) (QueueView, bool) {
 	return QueueView{}, false
 }
 
-// queueOf is the queue key a gang's members count toward, "" for none.
-func (m *Manager) queueOf(p *podInfo) string { return p.queue }
-
 // queueWait asks the quota book whether the gang's quorum, asking req in all, may be admitted
 // into its queue now; "" when it may. A refused gang is recorded as waiting in its queue, so
 // that its queue's fair share counts it.
@@ -268,7 +265,7 @@ func (l *ledger) endQueueBinding(p *podInfo) {
 	}
 }
 
-// quorumRequests is what the members of a quorum ask in all.
+// quorumRequests is what pods ask in all: a quorum's members, or a unit reclaim takes.
 func quorumRequests(members []*podInfo) placement.Resources {
 	var sum placement.Resources
 	for _, q := range members {

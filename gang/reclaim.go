@@ -25,13 +25,7 @@ type reclaimUnit struct {
 	core bool
 }
 
-func (u reclaimUnit) requests() placement.Resources {
-	var sum placement.Resources
-	for _, p := range u.pods {
-		sum = sum.Add(p.requests)
-	}
-	return sum
-}
+func (u reclaimUnit) requests() placement.Resources { return quorumRequests(u.pods) }
 
 // reclaimUnitsLocked lists what a gang of queue may reclaim from other queues, cheapest first:
 // lowest priority, then members beyond quorum before whole gangs, then the youngest.
@@ -107,13 +101,14 @@ func (m *Manager) planReclaim(g *gangInfo, queue string, req placement.Resources
 	base, v := m.alreadyFreeing(), everyOther(g.key)
 	var chosen []reclaimUnit
 	extrasLeft := map[string]int{}
-	for _, u := range m.reclaimUnitsLocked(queue) {
+	units := m.reclaimUnitsLocked(queue)
+	for _, u := range units {
 		if u.extra {
 			extrasLeft[u.gang]++
 		}
 	}
 	var plan placement.Plan
-	for _, u := range m.reclaimUnitsLocked(queue) {
+	for _, u := range units {
 		if (u.core && extrasLeft[u.gang] > 0) || !rc.MayTake(u.queue, u.requests()) {
 			continue
 		}
