@@ -12,7 +12,7 @@ func BenchmarkReadOrdinaryPod(b *testing.B) {
 	var r Pods
 	b.ReportAllocs()
 	for b.Loop() {
-		if r.Read(pod.Namespace, pod.Name, pod.Labels, pod.Annotations).Gang != "" {
+		if r.Read(pod).Gang != "" {
 			b.Fatal("an ordinary pod read as a gang member")
 		}
 	}
@@ -20,7 +20,7 @@ func BenchmarkReadOrdinaryPod(b *testing.B) {
 
 func TestReadingAnOrdinaryPodAllocatesNothing(t *testing.T) {
 	pod := builders.Pod("team-a", "w-0").GPU(1).Label("app", "web").Obj()
-	allocs := testing.AllocsPerRun(100, func() { Pods{}.Read(pod.Namespace, pod.Name, pod.Labels, pod.Annotations) })
+	allocs := testing.AllocsPerRun(100, func() { Pods{}.Read(pod) })
 	if allocs != 0 {
 		t.Fatalf("reading an ordinary pod's markers allocated %v times per call", allocs)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -161,8 +162,9 @@ func FuzzPodMarkers(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, namespace, name, text string) {
 		labels, annotations := markers(text)
-		got := Pods{}.Read(namespace, name, labels, annotations)
-		require.Equal(t, describe(got), describe(Pods{}.Read(namespace, name, labels, annotations)), "read twice")
+		subject := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels, Annotations: annotations}}
+		got := Pods{}.Read(subject)
+		require.Equal(t, describe(got), describe(Pods{}.Read(subject)), "read twice")
 		pod := "pod " + namespace + "/" + name
 
 		present := func(m primaryMarker) (string, bool) {
@@ -456,12 +458,12 @@ func FuzzPodGroup(f *testing.F) {
 		// Koordinator reads these on pods only; on the object they are not its to read.
 		{api: Koordinator, spec: `{"minMember":2}`, annotations: map[string]string{wellknown.AnnotationGangMinAvailable: "x", wellknown.AnnotationGangWaitingTime: "x"}},
 	} {
-		index := slices.IndexFunc(APIs(), func(a API) bool { return a.Resource == seed.api.Resource })
+		index := slices.IndexFunc(minMemberAPIs(), func(a API) bool { return a.Resource == seed.api.Resource })
 		f.Add(uint8(index), seed.spec, markersText(nil, seed.annotations), true)
 		f.Add(uint8(index), seed.spec, markersText(nil, seed.annotations), false)
 	}
 	f.Fuzz(func(t *testing.T, which uint8, specJSON, annotationText string, dynamicNumbers bool) {
-		apis := APIs()
+		apis := minMemberAPIs()
 		api := apis[int(which)%len(apis)]
 		var spec any
 		decode := stdjson.Unmarshal
@@ -489,7 +491,7 @@ func FuzzPodGroup(f *testing.F) {
 		require.Contains(t, got.Source, api.Object("team-a", "job-1"))
 		require.Contains(t, got.Source, api.Resource.GroupVersion().String())
 		fields := spec.(map[string]any) // minMember was read: spec is an object
-		require.Equal(t, number(t, fields["minMember"]), float64(got.MinAvailable), "minMember %v", fields["minMember"])
+		require.Equal(t, max(number(t, fields["minMember"]), 1), float64(got.MinAvailable), "minMember %v (0 asks for no quorum)", fields["minMember"])
 
 		reads := groupFields[api.Resource.Group]
 		if secs, ok := fields["scheduleTimeoutSeconds"]; ok && secs != nil && reads["spec.scheduleTimeoutSeconds"] {
@@ -524,6 +526,57 @@ func FuzzPodGroup(f *testing.F) {
 			require.Zero(t, got.Topology.Tier)
 			require.Empty(t, got.Topology.Key)
 			require.Nil(t, got.Topology.Layers)
+		}
+	})
+}
+
+// minMemberAPIs are the PodGroups that grew from kube-batch's, whose quorum is spec.minMember;
+// FuzzWorkloadGroup covers the others.
+func minMemberAPIs() []API {
+	return slices.DeleteFunc(APIs(), func(a API) bool { return a.quorum != nil })
+}
+
+// FuzzWorkloadGroup reads any object as a Kubernetes PodGroup or a Kueue Workload. A refusal is a
+// FieldError naming the object; an accepted object is a gang the manager can use, and a
+// Kubernetes PodGroup's topology is required and names the keys written.
+func FuzzWorkloadGroup(f *testing.F) {
+	for _, seed := range []struct {
+		api     API
+		content string
+	}{
+		{Native, `{"spec":{"schedulingPolicy":{"gang":{"minCount":4}}}}`},
+		{Native, `{"spec":{"schedulingPolicy":{"basic":{}}}}`},
+		{Native, `{"spec":{"schedulingPolicy":{"gang":{"minCount":2},"basic":{}}}}`},
+		{Native, `{"spec":{"schedulingPolicy":{"gang":{"minCount":2}},"schedulingConstraints":{"topology":[{"key":"rack"},{"key":"block"}]}}}`},
+		{Native, `{"spec":{"schedulingPolicy":{"gang":{"minCount":2}},"schedulingConstraints":{"topology":[7]}}}`},
+		{KueueWorkload, `{"spec":{"podSets":[{"name":"main","count":4},{"name":"l"}]},"status":{"admission":{"podSetAssignments":[{"name":"main","count":2}]}}}`},
+		{KueueWorkload, `{"spec":{"podSets":[{"name":"main","count":-1}]}}`},
+		{KueueWorkload, `{"spec":{"podSets":"main"}}`},
+	} {
+		f.Add(seed.api.Resource == Native.Resource, seed.content)
+	}
+	f.Fuzz(func(t *testing.T, native bool, content string) {
+		api := KueueWorkload
+		if native {
+			api = Native
+		}
+		var obj map[string]any
+		if utiljson.Unmarshal([]byte(content), &obj) != nil || obj == nil {
+			return
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		u.SetNamespace("team-a")
+		u.SetName("job-1")
+		got, err := api.Parse(u)
+		if err != nil {
+			var fieldErr *gangspec.FieldError
+			require.True(t, errors.As(err, &fieldErr), "want a FieldError, got %T: %v", err, err)
+			require.Equal(t, api.Object("team-a", "job-1"), fieldErr.Object)
+			return
+		}
+		checkSpec(t, got, "team-a", "job-1")
+		if native && (got.Topology.Key != "" || got.Topology.Layers != nil) {
+			require.True(t, got.Topology.Required)
 		}
 	})
 }

@@ -17,14 +17,18 @@ import (
 // API is one group-object API lockstep reads: a PodGroup kind of one project, at one version.
 type API struct {
 	// Dialect is the project whose users write these objects, as messages name it.
-	Dialect  string
+	Dialect string
+	// Kind is the objects' kind as messages name it; "" means PodGroup.
+	Kind     string
 	Resource schema.GroupVersionResource
 	// Status says which status fields the project's own controllers write (package podgroup
 	// writes the same ones).
 	Status StatusStyle
 	// key is the name pods' markers give these objects (gangspec.Membership.Group).
 	key func(namespace, name string) string
-	// extra reads the fields beyond spec.minMember.
+	// quorum reads the gang's min-available; nil reads spec.minMember.
+	quorum func(r fields) (int, error)
+	// extra reads the fields beyond the quorum; nil reads none.
 	extra func(obj *unstructured.Unstructured, r fields, spec *gangspec.Spec) error
 }
 
@@ -41,6 +45,12 @@ const (
 	// StatusKoordinator: Koordinator kept an older scheduler-plugins PodGroup, which has phase
 	// Scheduled and status.scheduled besides.
 	StatusKoordinator
+	// StatusConditions: Kubernetes' own PodGroup, whose only status is the PodGroupScheduled
+	// condition kube-scheduler's gang scheduling writes.
+	StatusConditions
+	// StatusOwned: the object's status belongs to another controller (Kueue's Workloads);
+	// lockstep writes none.
+	StatusOwned
 )
 
 var (
@@ -62,7 +72,9 @@ var (
 
 // APIs are every group-object API lockstep reads, in the order of precedence used when one
 // name resolves to objects of several (see Choose).
-func APIs() []API { return []API{Coscheduling, Koordinator, Volcano, KubeBatch, KubeBatchV1alpha2} }
+func APIs() []API {
+	return []API{Coscheduling, Koordinator, Volcano, KubeBatch, KubeBatchV1alpha2, Native, KueueWorkload}
+}
 
 func podGroups(group, version string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: group, Version: version, Resource: "podgroups"}
@@ -87,7 +99,11 @@ func (a API) Key(namespace, name string) string { return a.key(namespace, name) 
 
 // Object names one object of this API for people: "Volcano PodGroup team-a/job-1".
 func (a API) Object(namespace, name string) string {
-	return a.Dialect + " PodGroup " + namespace + "/" + name
+	kind := a.Kind
+	if kind == "" {
+		kind = "PodGroup"
+	}
+	return a.Dialect + " " + kind + " " + namespace + "/" + name
 }
 
 // Parse reads a group object's rules. Every refusal is a FieldError naming the object and the
@@ -97,31 +113,54 @@ func (a API) Parse(obj *unstructured.Unstructured) (*gangspec.Spec, error) {
 	r := fields{object: object, obj: obj.Object}
 	spec := &gangspec.Spec{Namespace: obj.GetNamespace(), Name: obj.GetName(),
 		Source: fmt.Sprintf("%s (%s/%s)", object, a.Resource.Group, a.Resource.Version)}
-	minMember, ok, err := r.int("spec", "minMember")
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		return nil, r.bad("spec.minMember", "", "missing: the group must say how many members must be placed together")
-	case minMember < 1:
-		return nil, r.bad("spec.minMember", fmt.Sprint(minMember), "must be at least 1")
+	quorum := a.quorum
+	if quorum == nil {
+		quorum = minMember
 	}
-	spec.MinAvailable = int(minMember)
-	if err := a.extra(obj, r, spec); err != nil {
+	var err error
+	if spec.MinAvailable, err = quorum(r); err != nil {
 		return nil, err
+	}
+	if a.extra != nil {
+		if err := a.extra(obj, r, spec); err != nil {
+			return nil, err
+		}
 	}
 	return spec, nil
 }
 
+// minMember reads spec.minMember, the quorum of every PodGroup that grew from kube-batch's. 0
+// asks for no quorum: Volcano's job controller writes the vcjob's minAvailable, 0 when the job
+// sets none and no admission webhook filled it in, and Volcano's, kube-batch's and
+// scheduler-plugins' schedulers then find the group ready with any number of members placed.
+// lockstep places such members one by one, a quorum of 1.
+func minMember(r fields) (int, error) {
+	n, ok, err := r.int("spec", "minMember")
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return 0, r.bad("spec.minMember", "", "missing: the group must say how many members must be placed together")
+	case n < 0:
+		return 0, r.bad("spec.minMember", fmt.Sprint(n), "must not be negative (0 places every member on its own)")
+	case n == 0:
+		return 1, nil
+	}
+	return int(n), nil
+}
+
 // scheduleTimeout reads spec.scheduleTimeoutSeconds, scheduler-plugins' and Koordinator's
-// waiting time.
+// waiting time. 0 asks for the default waiting time: scheduler-plugins' Permit takes its plugin's
+// own timeout for 0 (pkg/coscheduling, "wait != 0"), and the Kubeflow MPI operator writes 0 on
+// every PodGroup whose job sets no timeout. Koordinator would wait 0s, so no gang of its could
+// ever assemble; lockstep gives its PodGroups the default too.
 func scheduleTimeout(_ *unstructured.Unstructured, r fields, spec *gangspec.Spec) error {
 	secs, ok, err := r.int("spec", "scheduleTimeoutSeconds")
-	if err != nil || !ok {
+	if err != nil || !ok || secs == 0 {
 		return err
 	}
-	if secs < 1 {
-		return r.bad("spec.scheduleTimeoutSeconds", fmt.Sprint(secs), "must be at least 1")
+	if secs < 0 {
+		return r.bad("spec.scheduleTimeoutSeconds", fmt.Sprint(secs), "must not be negative (0 or absent takes the default waiting time)")
 	}
 	// Past this many seconds the Duration overflows: found by FuzzPodGroup, 9223372037 came out
 	// negative (so the default waiting time) and 18446744074 as 0.29s.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/quota"
 	"github.com/lockstep-sched/lockstep/wellknown"
@@ -28,30 +30,40 @@ type claim struct {
 // family reads one ecosystem's markers; ok is false when the pod carries none of them.
 type family func(p podMarkers) (c claim, ok bool)
 
-var families = []family{koordinator, coscheduling, groupName, kueue}
+var families = []family{koordinator, coscheduling, groupName, kueue, native}
+
+// admissionFamily reads the marker of an admission controller rather than of a gang scheduler
+// (Kueue's Workload annotation, on every pod Kueue admitted). It makes a gang only of a pod no
+// family above claims: an MPIJob that Kueue admits keeps the gang its PodGroup describes.
+var admissionFamily family = kueueWorkload
 
 // podMarkers is the part of a pod the readers look at.
 type podMarkers struct {
 	namespace, name     string
 	labels, annotations map[string]string
+	// podGroupName is the pod's spec.schedulingGroup.podGroupName, nil when it names none.
+	podGroupName *string
 }
 
 // object names the pod as messages do. It is built only for a message: filter reads every
 // ordinary pod's markers, and most carry none.
 func (p podMarkers) object() string { return "pod " + p.namespace + "/" + p.name }
 
-func (Pods) Read(namespace, name string, labels, annotations map[string]string) gangspec.Membership {
-	ms := readGang(namespace, name, labels, annotations)
+func (Pods) Read(pod *corev1.Pod) gangspec.Membership {
+	p := podMarkers{namespace: pod.Namespace, name: pod.Name, labels: pod.Labels, annotations: pod.Annotations}
+	if g := pod.Spec.SchedulingGroup; g != nil {
+		p.podGroupName = g.PodGroupName
+	}
+	ms := readGang(p)
 	// Koordinator's quota label names the pod's quota by name, gang or not (GetQuotaName); empty
 	// is none, and the pod's namespace decides.
-	if q := labels[wellknown.LabelKoordinatorQuotaName]; q != "" {
+	if q := pod.Labels[wellknown.LabelKoordinatorQuotaName]; q != "" {
 		ms.Queue = quota.Ref{Kind: KindKoordinatorElasticQuota, Name: q}
 	}
 	return ms
 }
 
-func readGang(namespace, name string, labels, annotations map[string]string) gangspec.Membership {
-	p := podMarkers{namespace: namespace, name: name, labels: labels, annotations: annotations}
+func readGang(p podMarkers) gangspec.Membership {
 	var first claim
 	found := false
 	for _, read := range families {
@@ -63,6 +75,9 @@ func readGang(namespace, name string, labels, annotations map[string]string) gan
 			return conflict(p, first, c)
 		}
 		first, found = c, true
+	}
+	if !found {
+		first, found = admissionFamily(p)
 	}
 	if found && first.membership.Err == nil {
 		first.membership.Topology, first.membership.Err = readTopology(p)
@@ -179,4 +194,28 @@ func badLabel(p podMarkers, key, value, reason string) error {
 
 func badAnnotation(p podMarkers, key, value, reason string) error {
 	return &gangspec.FieldError{Object: p.object(), Field: "annotation " + key, Value: value, Reason: reason}
+}
+
+// native reads Kubernetes' own gang API (1.36, scheduling.k8s.io/v1alpha2): the pod's
+// spec.schedulingGroup.podGroupName names a PodGroup in its namespace, which holds the rules.
+// The apiserver drops the field unless its GenericWorkload gate is on, so a pod carries it only
+// where that API is served.
+func native(p podMarkers) (claim, bool) {
+	if p.podGroupName == nil {
+		return claim{}, false
+	}
+	name := *p.podGroupName
+	return groupClaim(p, fmt.Sprintf("spec.schedulingGroup.podGroupName=%q", name), name, "", NativeKey), true
+}
+
+// kueueWorkload reads the Workload Kueue admitted the pod under: Kueue puts the annotation on the
+// pod template of every job it admits (its TopologyAwareScheduling gate, on by default since
+// v0.14). Kueue admits a Workload's pods all together or not at all, so lockstep places them
+// the same way; the Workload says how many were admitted.
+func kueueWorkload(p podMarkers) (claim, bool) {
+	name, ok := p.annotations[wellknown.AnnotationKueueWorkload]
+	if !ok {
+		return claim{}, false
+	}
+	return groupClaim(p, annotationMarker(wellknown.AnnotationKueueWorkload, name), name, "", KueueWorkloadKey), true
 }

@@ -15,7 +15,7 @@ import (
 
 func read(b *builders.PodBuilder) gangspec.Membership {
 	pod := b.Obj()
-	return Pods{}.Read(pod.Namespace, pod.Name, pod.Labels, pod.Annotations)
+	return Pods{}.Read(pod)
 }
 
 func TestKoordinatorAnnotations(t *testing.T) {
@@ -138,6 +138,20 @@ func TestPodMarkers(t *testing.T) {
 			pod:  pod().Label(wellknown.LabelKoordinatorPodGroup, "tf").Label(wellknown.LabelKoordinatorQuotaName, "gpu-team"),
 			want: gangspec.Membership{Gang: "tf", Group: "Koordinator PodGroup team-a/tf", Queue: quota.Ref{Kind: KindKoordinatorElasticQuota, Name: "gpu-team"}}},
 		{name: "an empty quota label names none", pod: pod().Label(wellknown.LabelKoordinatorQuotaName, "")},
+		{name: "Kubernetes PodGroup, by spec.schedulingGroup.podGroupName",
+			pod:  pod().PodGroup("train"),
+			want: gangspec.Membership{Gang: "train", Group: "Kubernetes PodGroup team-a/train"}},
+		{name: "a job Kueue admitted: its Workload",
+			pod:  pod().Annotation(wellknown.AnnotationKueueWorkload, "job-train-3f2a1").Label("kueue.x-k8s.io/podset", "main"),
+			want: gangspec.Membership{Gang: "job-train-3f2a1", Group: "Kueue Workload team-a/job-train-3f2a1"}},
+		{name: "a job Kueue admitted that has a gang of its own keeps that gang",
+			pod:  pod().Annotation(wellknown.AnnotationKueueWorkload, "mpijob-pi-9c1d0").Label(wellknown.LabelCoschedulingPodGroup, "pi"),
+			want: gangspec.Membership{Gang: "pi", Group: "scheduler-plugins PodGroup team-a/pi"}},
+		{name: "a Kueue pod group's own markers come before its Workload's",
+			pod: pod().Label(wellknown.LabelKueuePodGroup, "grp").Annotation(wellknown.AnnotationKueueTotalCount, "2").
+				Annotation(wellknown.AnnotationKueueWorkload, "grp-5b7e"),
+			want: gangspec.Membership{Gang: "grp", Spec: &gangspec.Spec{Namespace: "team-a", Name: "grp", MinAvailable: 2, TotalNumber: 2,
+				Source: "Kueue pod group"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,6 +190,13 @@ func TestPodMarkerErrors(t *testing.T) {
 			pod:      pod().Label(wellknown.LabelLightweightGangName, "mpi").Label(wellknown.LabelLightweightMinAvailable, "0"),
 			wantGang: "mpi",
 			wantIn:   []string{`label pod-group.scheduling.sigs.k8s.io/min-available="0"`}},
+		{name: "Kubernetes PodGroup beside Volcano's annotation",
+			pod:      pod().Annotation(wellknown.AnnotationGroupName, "tf").PodGroup("train"),
+			wantGang: "tf",
+			wantIn:   []string{`annotation scheduling.k8s.io/group-name="tf"`, `spec.schedulingGroup.podGroupName="train"`}},
+		{name: "empty Kueue Workload name",
+			pod:    pod().Annotation(wellknown.AnnotationKueueWorkload, ""),
+			wantIn: []string{"pod team-a/w-0", "must not be empty"}},
 		{name: "empty PodGroup name",
 			pod:    pod().Label(wellknown.LabelCoschedulingPodGroup, ""),
 			wantIn: []string{"pod team-a/w-0", "must not be empty"}},

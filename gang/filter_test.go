@@ -346,7 +346,7 @@ func TestFilterInvalidAnnotation(t *testing.T) {
 	p := builders.Pod("default", "bad").GPU(1).GangName("mpi").MinAvailable("abc").Obj()
 	r := e.filter(p)
 	require.Empty(t, r.Feasible)
-	ms := dialect.Pods{}.Read(p.Namespace, p.Name, p.Labels, p.Annotations)
+	ms := dialect.Pods{}.Read(p)
 	require.Equal(t, ms.Err.Error(), r.Failed["n-0"])
 	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangRejected, "pod default/bad")
 	st := e.status("default", "mpi")

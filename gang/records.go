@@ -206,7 +206,7 @@ func readMembership(read gangspec.Reader, pod *corev1.Pod) gangspec.Membership {
 	if read == nil {
 		return gangspec.Membership{}
 	}
-	return read.Read(pod.Namespace, pod.Name, pod.Labels, pod.Annotations)
+	return read.Read(pod)
 }
 
 // newPodInfo extracts what lockstep needs from a pod, so the rest of the package never holds on

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/lockstep-sched/lockstep/quota"
 )
 
@@ -109,9 +111,9 @@ type Topology struct {
 // Reader reads a pod's gang membership. It must be cheap and safe to call concurrently: the
 // scheduler's verbs call it for every pod.
 type Reader interface {
-	// Key-value maps are the pod's labels and annotations; reading only these keeps the
-	// reader usable on the informer's summarised records and on the wire objects alike.
-	Read(namespace, name string, labels, annotations map[string]string) Membership
+	// Read looks at the pod's identity, labels, annotations and spec.schedulingGroup only: the
+	// informer summarises each pod once as it arrives, and the wire's pods are read as they come.
+	Read(pod *corev1.Pod) Membership
 }
 
 // FieldError says which object carried which bad value and why it was refused: lockstep never

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the pinned etcd, kube-apiserver and kube-scheduler into bin/ (once; later runs reuse them).
+# Builds the pinned etcd, kube-apiserver, kube-scheduler and kube-controller-manager into bin/ (once; later runs reuse them).
 # The end-to-end suite and `make demo` run these real components on loopback.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,3 +21,4 @@ build() { # name module-dir package
 build etcd test/tools/etcd go.etcd.io/etcd/server/v3
 build kube-apiserver test/tools/k8s k8s.io/kubernetes/cmd/kube-apiserver
 build kube-scheduler test/tools/k8s k8s.io/kubernetes/cmd/kube-scheduler
+build kube-controller-manager test/tools/k8s k8s.io/kubernetes/cmd/kube-controller-manager

@@ -57,7 +57,7 @@ func (s *Syncer) syncStatus(ctx context.Context, r ref) error {
 	s.mu.Lock()
 	w := s.watched[r.api]
 	s.mu.Unlock()
-	if w == nil {
+	if w == nil || w.api.Status == dialect.StatusOwned {
 		return nil
 	}
 	item, exists, err := w.informer.GetStore().GetByKey(r.namespace + "/" + r.name)
@@ -65,6 +65,12 @@ func (s *Syncer) syncStatus(ctx context.Context, r ref) error {
 		return err
 	}
 	obj := item.(*unstructured.Unstructured)
+	if w.api.Status == dialect.StatusConditions {
+		if writer := otherStatusWriter(obj); writer != "" {
+			s.deferTo(r, writer)
+			return nil
+		}
+	}
 	in := statusInput{api: w.api, obj: obj}
 	in.standing, in.known = s.manager.Standing(r.namespace + "/" + r.name)
 	if w.api.Status == dialect.StatusVolcano && w.api.Dialect == dialect.Volcano.Dialect {
@@ -82,7 +88,7 @@ func (s *Syncer) syncStatus(ctx context.Context, r ref) error {
 	if w.hasStatus {
 		sub = []string{"status"}
 	}
-	_, err = s.client.Resource(r.api).Namespace(r.namespace).Patch(ctx, r.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "lockstep"}, sub...)
+	_, err = s.client.Resource(r.api).Namespace(r.namespace).Patch(ctx, r.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager}, sub...)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -154,6 +160,8 @@ func statusPatch(in statusInput, now time.Time) map[string]any {
 		if in.known {
 			want["scheduled"] = int64(in.standing.Bound)
 		}
+	case dialect.StatusConditions:
+		want = nativeStatus(in, current, now)
 	default:
 		want = coschedulingStatus(in, phaseRunning)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-sched/lockstep/dialect"
@@ -77,4 +78,58 @@ func TestCoschedulingStatus(t *testing.T) {
 		statusPatch(statusInput{api: dialect.Koordinator, obj: object(nil), known: true, standing: bound}, now))
 	require.Nil(t, statusPatch(statusInput{api: dialect.Koordinator, obj: object(map[string]any{"phase": "Scheduled", "scheduled": int64(2), "scheduleStartTime": "2026-11-22T10:00:00Z"}),
 		known: true, standing: bound}, now))
+}
+
+func TestNativeStatus(t *testing.T) {
+	waiting := gang.Standing{Phase: gang.PhaseWaiting, Members: 3, Reason: "gang ns/pg: needs 3 pods placed together; 2 fit", Since: now}
+	bound := gang.Standing{Phase: gang.PhaseBound, Members: 3, Bound: 3, Since: now}
+	unschedulable := map[string]any{"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
+		"message": waiting.Reason, "observedGeneration": int64(1), "lastTransitionTime": "2026-11-22T09:00:00Z"}
+	scheduled := map[string]any{"type": "PodGroupScheduled", "status": "True", "reason": "Scheduled",
+		"message": "lockstep bound 3 of the group's 3 pods together", "observedGeneration": int64(1), "lastTransitionTime": "2026-11-22T10:00:00Z"}
+	tests := []struct {
+		name     string
+		status   map[string]any
+		standing gang.Standing
+		known    bool
+		want     map[string]any // nil: nothing to write
+	}{
+		{name: "no member known yet: nothing, as kube-scheduler before its first cycle"},
+		{name: "waiting: False, Unschedulable, lockstep's reason", known: true, standing: waiting,
+			want: map[string]any{"conditions": []any{map[string]any{"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
+				"message": waiting.Reason, "observedGeneration": int64(1), "lastTransitionTime": "2026-11-22T10:00:00Z"}}}},
+		{name: "the same words again: nothing to write", known: true, standing: waiting,
+			status: map[string]any{"conditions": []any{unschedulable}}},
+		{name: "quorum bound: True, Scheduled; others' conditions stay", known: true, standing: bound,
+			status: map[string]any{"conditions": []any{map[string]any{"type": "DisruptionTarget", "status": "False"}, unschedulable}},
+			want:   map[string]any{"conditions": []any{map[string]any{"type": "DisruptionTarget", "status": "False"}, scheduled}}},
+		{name: "never back from True to False, as kube-scheduler", known: true, standing: waiting,
+			status: map[string]any{"conditions": []any{scheduled}}},
+		{name: "reserving: no change while members bind", known: true, standing: gang.Standing{Phase: gang.PhaseReserving, Members: 3}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := object(tc.status)
+			obj.SetGeneration(1)
+			in := statusInput{api: dialect.Native, obj: obj, known: tc.known, standing: tc.standing}
+			got := statusPatch(in, now)
+			if tc.want == nil {
+				require.Nil(t, got)
+				return
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// Where kube-scheduler's GangScheduling plugin runs beside lockstep, it writes the condition too;
+// lockstep then leaves it alone rather than write over it on every cycle.
+func TestOtherStatusWriter(t *testing.T) {
+	obj := object(nil)
+	obj.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate},
+		{Manager: "lockstep", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"}})
+	require.Empty(t, otherStatusWriter(obj), "the object's creator and lockstep itself are no other status writer")
+	obj.SetManagedFields(append(obj.GetManagedFields(), metav1.ManagedFieldsEntry{Manager: "kube-scheduler",
+		Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"}))
+	require.Equal(t, "kube-scheduler", otherStatusWriter(obj))
 }

@@ -1,5 +1,6 @@
 // Package podgroup keeps lockstep in step with other gang schedulers' group objects: the
-// PodGroups of scheduler-plugins, Koordinator, Volcano and kube-batch. It finds which of their
+// PodGroups of scheduler-plugins, Koordinator, Volcano, kube-batch and Kubernetes itself, and
+// Kueue's Workloads (read only). It finds which of their
 // APIs the apiserver serves (a CRD installed later is picked up without a restart; an absent one
 // is no error), watches those, hands each object's rules to the gang manager, and writes back the
 // status those projects' own controllers would, so that `kubectl get podgroups` says where a
@@ -59,6 +60,8 @@ type Syncer struct {
 	// mayWrite, when set, says whether this replica may write statuses now (package leadership):
 	// a write it refuses is dropped, and Resync catches up when it may again.
 	mayWrite func() bool
+	// deferred are the objects whose status another scheduler writes (see otherStatusWriter).
+	deferred map[ref]bool
 }
 
 type watchedAPI struct {
@@ -215,6 +218,7 @@ func (s *Syncer) forget(api dialect.API, obj any) {
 	}
 	key := api.Key(u.GetNamespace(), u.GetName())
 	s.mu.Lock()
+	delete(s.deferred, ref{api: api.Resource, namespace: u.GetNamespace(), name: u.GetName()})
 	delete(s.objects[key], api.Resource)
 	left := len(s.objects[key])
 	if left == 0 {

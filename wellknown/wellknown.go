@@ -62,6 +62,8 @@ const (
 	// LabelKueuePodGroup and AnnotationKueueTotalCount make a Kueue plain pod group.
 	LabelKueuePodGroup        = "kueue.x-k8s.io/pod-group-name"
 	AnnotationKueueTotalCount = "kueue.x-k8s.io/pod-group-total-count"
+	// AnnotationKueueWorkload names the Kueue Workload a job's pod was admitted under.
+	AnnotationKueueWorkload = "kueue.x-k8s.io/workload"
 	// AnnotationKueueRequiredTopology and AnnotationKueuePreferredTopology are Kueue's
 	// topology-aware scheduling requests, valued with a node label key (a tier).
 	AnnotationKueueRequiredTopology  = "kueue.x-k8s.io/podset-required-topology"

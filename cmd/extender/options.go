@@ -159,11 +159,17 @@ func (o *options) tuneGC() {
 // configuration, so that a held bind can never outlive the call it answers.
 func (o *options) validate() error {
 	if o.schedulerConfig != "" {
-		timeout, err := extenderHTTPTimeout(o.schedulerConfig)
+		cfg, err := readSchedulerConfig(o.schedulerConfig)
 		if err != nil {
 			return err
 		}
-		o.httpTimeout = timeout
+		if o.httpTimeout, err = extenderHTTPTimeout(o.schedulerConfig, cfg); err != nil {
+			return err
+		}
+		if names := profilesWithGangPlugin(cfg); len(names) > 0 {
+			klog.InfoS("WARNING: these profiles leave kube-scheduler's GangScheduling plugin on. Where kube-scheduler runs with --feature-gates=GangScheduling=true, it gates Kubernetes PodGroups (scheduling.k8s.io) a second time with a fixed 5-minute wait, and lockstep leaves their PodGroupScheduled condition to it. Disable it in each profile (plugins.multiPoint.disabled: [{name: GangScheduling}]), as the shipped configurations do",
+				"schedulerConfig", o.schedulerConfig, "profiles", names)
+		}
 	}
 	tiers, err := fabric.Parse(o.topologyTiers)
 	if err != nil {
@@ -241,17 +247,59 @@ func (o *options) validateListen() error {
 	return nil
 }
 
-// extenderHTTPTimeout reads the httpTimeout of the extender stanza that binds (lockstep's) from a
-// KubeSchedulerConfiguration file.
-func extenderHTTPTimeout(path string) (time.Duration, error) {
+// readSchedulerConfig reads the KubeSchedulerConfiguration file the scheduler runs with.
+func readSchedulerConfig(path string) (*schedconfigv1.KubeSchedulerConfiguration, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return 0, fmt.Errorf("--scheduler-config: %w", err)
+		return nil, fmt.Errorf("--scheduler-config: %w", err)
 	}
 	var cfg schedconfigv1.KubeSchedulerConfiguration
 	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
-		return 0, fmt.Errorf("--scheduler-config %s: %w", path, err)
+		return nil, fmt.Errorf("--scheduler-config %s: %w", path, err)
 	}
+	return &cfg, nil
+}
+
+// gangPlugin is kube-scheduler's own gang scheduling plugin (1.35+, gate GangScheduling).
+const gangPlugin = "GangScheduling"
+
+// profilesWithGangPlugin names the profiles that do not disable gangPlugin, where kube-scheduler
+// would run it whenever its gate is on. A profile without a name is kube-scheduler's default one.
+func profilesWithGangPlugin(cfg *schedconfigv1.KubeSchedulerConfiguration) []string {
+	profiles := cfg.Profiles
+	if len(profiles) == 0 {
+		profiles = []schedconfigv1.KubeSchedulerProfile{{}}
+	}
+	var out []string
+	for _, p := range profiles {
+		if !disablesGangPlugin(p.Plugins) {
+			name := "default-scheduler"
+			if p.SchedulerName != nil {
+				name = *p.SchedulerName
+			}
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// disablesGangPlugin reports whether a profile's plugins disable gangPlugin everywhere: by name,
+// or with "*", at the multiPoint extension point, where the scheduler enables it.
+func disablesGangPlugin(plugins *schedconfigv1.Plugins) bool {
+	if plugins == nil {
+		return false
+	}
+	for _, p := range plugins.MultiPoint.Disabled {
+		if p.Name == gangPlugin || p.Name == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// extenderHTTPTimeout reads the httpTimeout of the extender stanza that binds (lockstep's) from
+// the scheduler's configuration, read from path.
+func extenderHTTPTimeout(path string, cfg *schedconfigv1.KubeSchedulerConfiguration) (time.Duration, error) {
 	for _, e := range cfg.Extenders {
 		if e.BindVerb == "" {
 			continue

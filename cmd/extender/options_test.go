@@ -104,3 +104,20 @@ func TestShippedDeploymentMatchesSchedulerConfig(t *testing.T) {
 	o.schedulerConfig = profileConfig // the file the ConfigMap mounts there
 	require.NoError(t, o.validate())
 }
+
+// The shipped configurations leave kube-scheduler's own gang plugin off in every profile; a
+// configuration that does not is named, profile by profile, for the start-up warning.
+func TestProfilesWithGangPlugin(t *testing.T) {
+	for _, shipped := range []string{sidecarConfig, profileConfig} {
+		cfg, err := readSchedulerConfig(shipped)
+		require.NoError(t, err)
+		require.Empty(t, profilesWithGangPlugin(cfg), shipped)
+	}
+	cfg, err := readSchedulerConfig(sidecarConfig)
+	require.NoError(t, err)
+	cfg.Profiles[1].Plugins = nil
+	cfg.Profiles[2].Plugins.MultiPoint.Disabled[0].Name = "*"
+	require.Equal(t, []string{"volcano"}, profilesWithGangPlugin(cfg), "a profile disabling every plugin at multiPoint disables it too")
+	cfg.Profiles = nil
+	require.Equal(t, []string{"default-scheduler"}, profilesWithGangPlugin(cfg), "no profiles: kube-scheduler's default one")
+}

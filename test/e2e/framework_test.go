@@ -296,7 +296,7 @@ func watchBinds(t *testing.T, ctx context.Context, ns string) *bindLog {
 		defer l.mu.Unlock()
 		if _, seen := l.at[p.Name]; !seen {
 			l.at[p.Name] = time.Now()
-			l.gangs[p.Name] = dialect.Pods{}.Read(p.Namespace, p.Name, p.Labels, p.Annotations).Gang
+			l.gangs[p.Name] = dialect.Pods{}.Read(p).Gang
 		}
 	}
 	watchPods(t, ctx, ns, cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})

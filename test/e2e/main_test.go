@@ -46,6 +46,7 @@ func runSuite(m *testing.M) int {
 	// below its queue's fair share: the tests without queues run as they would without it, and
 	// reclaim_test.go shows it.
 	e, err := harness.Up(ctx, harness.Options{Logf: logf, KeepWorkDir: os.Getenv("LOCKSTEP_E2E_KEEP") != "", Race: true, FaultProxy: true,
+		WorkloadAPI: true, ControllerManager: true,
 		LockstepArgs: []string{"--starvation-threshold", starvationThreshold.String(), "--topology-tiers", suiteTiers, "--queue-reclaim"}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: setting up the control plane failed: %v\n", err)

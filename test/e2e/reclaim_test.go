@@ -46,7 +46,7 @@ func watchMemberFloor(s *queueScenario) *memberFloor {
 		if !ok {
 			return
 		}
-		g := dialect.Pods{}.Read(p.Namespace, p.Name, p.Labels, p.Annotations).Gang
+		g := dialect.Pods{}.Read(p).Gang
 		if g == "" {
 			return
 		}

@@ -203,6 +203,13 @@ func (b *PodBuilder) ControlledBy(apiVersion, kind, name string) *PodBuilder {
 	return b
 }
 
+// PodGroup makes the pod a member of a Kubernetes PodGroup (scheduling.k8s.io/v1alpha2) through
+// spec.schedulingGroup.podGroupName.
+func (b *PodBuilder) PodGroup(name string) *PodBuilder {
+	b.pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &name}
+	return b
+}
+
 // NodeSelector sets one node selector entry.
 func (b *PodBuilder) NodeSelector(key, value string) *PodBuilder {
 	if b.pod.Spec.NodeSelector == nil {

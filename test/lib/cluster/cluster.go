@@ -1,7 +1,7 @@
-// Package cluster runs a real etcd, kube-apiserver and (optionally) kube-scheduler on loopback for
-// lockstep's end-to-end tests and its demo. No kubelet or controller-manager runs: nodes are plain
-// API objects (see CreateNode), bound pods stay Pending with spec.nodeName set, and namespaces get
-// no "default" ServiceAccount unless a test creates one.
+// Package cluster runs a real etcd, kube-apiserver and (optionally) kube-scheduler and
+// kube-controller-manager on loopback for lockstep's end-to-end tests and its demo. No kubelet
+// runs: nodes are plain API objects (see CreateNode), bound pods stay Pending with spec.nodeName
+// set, and namespaces get no "default" ServiceAccount unless a test creates one.
 //
 // The binaries come from hack/build-control-plane.sh (`make control-plane`), which puts them in
 // <repo root>/bin.
@@ -74,6 +74,10 @@ type Options struct {
 	// tests that must act as someone other than the admin. A user with an empty Token gets a
 	// random one; read it back with Cluster.Token.
 	Users []User
+	// FeatureGates is kube-apiserver's --feature-gates and RuntimeConfig its --runtime-config,
+	// e.g. "GenericWorkload=true" and "scheduling.k8s.io/v1alpha2=true" to serve Kubernetes'
+	// own gang API (Workload and PodGroup), which is alpha in 1.36.
+	FeatureGates, RuntimeConfig string
 	// Logf receives progress lines (e.g. t.Logf); may be nil.
 	Logf func(format string, args ...any)
 }
@@ -155,7 +159,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.startEtcd(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.startAPIServer(ctx, opts.Users); err != nil {
+	if err := c.startAPIServer(ctx, opts); err != nil {
 		return nil, err
 	}
 	c.logf("cluster: control plane ready in %s (work dir %s)", time.Since(began).Round(time.Millisecond), c.WorkDir)
@@ -218,7 +222,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	return nil
 }
 
-func (c *Cluster) startAPIServer(ctx context.Context, users []User) error {
+func (c *Cluster) startAPIServer(ctx context.Context, opts Options) error {
 	began := time.Now()
 	port, err := FreePort()
 	if err != nil {
@@ -229,7 +233,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, users []User) error {
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	tokenFile, err := c.writeTokenFile(users)
+	tokenFile, err := c.writeTokenFile(opts.Users)
 	if err != nil {
 		return err
 	}
@@ -251,6 +255,12 @@ func (c *Cluster) startAPIServer(ctx context.Context, users []User) error {
 		// No controller-manager creates ServiceAccounts, and no node-lifecycle controller
 		// removes the not-ready taint TaintNodesByCondition puts on new nodes.
 		"--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition",
+	}
+	if opts.FeatureGates != "" {
+		args = append(args, "--feature-gates", opts.FeatureGates)
+	}
+	if opts.RuntimeConfig != "" {
+		args = append(args, "--runtime-config", opts.RuntimeConfig)
 	}
 	c.apiserver, err = startProcess(KubeAPIServer, filepath.Join(c.BinDir, KubeAPIServer), args, c.WorkDir)
 	if err != nil {

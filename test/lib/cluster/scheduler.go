@@ -38,6 +38,9 @@ type SchedulerOptions struct {
 	// (SchedulerURL) without credentials. Without it only /healthz, /readyz and /livez are open:
 	// no --authorization-kubeconfig is given, so every other path is denied.
 	Profiling bool
+	// FeatureGates is --feature-gates, e.g. "GenericWorkload=true,GangScheduling=true" to run
+	// Kubernetes' own gang scheduling plugin.
+	FeatureGates string
 }
 
 // StartSchedulerWith is StartScheduler with a choice of binary; see SchedulerOptions.
@@ -66,6 +69,9 @@ func (c *Cluster) StartSchedulerWith(ctx context.Context, opts SchedulerOptions)
 	if opts.Profiling {
 		// Paths ending in * match by prefix; the first three are the flag's default.
 		extra = []string{"--authorization-always-allow-paths", "/healthz,/readyz,/livez,/debug/pprof/*"}
+	}
+	if opts.FeatureGates != "" {
+		extra = append(extra, "--feature-gates", opts.FeatureGates)
 	}
 	began := time.Now()
 	p, port, err := c.runScheduler(ctx, schedulerRun{name: name, binary: name, files: "scheduler", config: out, extraArgs: extra})

@@ -26,6 +26,8 @@ type Env struct {
 	// Faults is the proxy lockstep reaches kube-apiserver through when Options.FaultProxy is set,
 	// for tests that make the apiserver fail lockstep's requests; nil otherwise.
 	Faults *faultproxy.Proxy
+	// ControllerManager runs when Options.ControllerManager is set; nil otherwise.
+	ControllerManager *cluster.Component
 }
 
 // Options configure Up.
@@ -40,7 +42,22 @@ type Options struct {
 	FaultProxy bool
 	// LockstepArgs are flags added to lockstep's command line.
 	LockstepArgs []string
+	// WorkloadAPI serves Kubernetes' own gang API (scheduling.k8s.io/v1alpha2 Workload and
+	// PodGroup, gate GenericWorkload) from kube-apiserver, and has the Job controller make them
+	// for Indexed Jobs (gate WorkloadWithJob) when the controller-manager runs. kube-scheduler
+	// keeps its defaults: the API is on, its GangScheduling plugin is not.
+	WorkloadAPI bool
+	// ControllerManager runs kube-controller-manager with cluster.JobControllers, so Jobs make
+	// pods and owners' garbage is collected as in a real cluster.
+	ControllerManager bool
 }
+
+// The gates WorkloadAPI turns on.
+const (
+	workloadAPIGates     = "GenericWorkload=true"
+	workloadAPIRuntime   = "scheduling.k8s.io/v1alpha2=true"
+	workloadWithJobGates = "GenericWorkload=true,WorkloadWithJob=true"
+)
 
 // Up starts etcd and kube-apiserver, applies the shipped manifests (deploy/manifests and
 // deploy/gpu-agent), runs lockstep with a token of the shipped ServiceAccount (so it has only the
@@ -55,7 +72,11 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Start(ctx, cluster.Options{Logf: logf, KeepWorkDir: opts.KeepWorkDir})
+	copts := cluster.Options{Logf: logf, KeepWorkDir: opts.KeepWorkDir}
+	if opts.WorkloadAPI {
+		copts.FeatureGates, copts.RuntimeConfig = workloadAPIGates, workloadAPIRuntime
+	}
+	c, err := cluster.Start(ctx, copts)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +86,11 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 			e.Down()
 		}
 	}()
+	if opts.ControllerManager {
+		if e.ControllerManager, err = startControllerManager(ctx, c, opts.WorkloadAPI); err != nil {
+			return nil, err
+		}
+	}
 
 	objs, err := shippedManifests(root)
 	if err != nil {
@@ -121,6 +147,17 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	return e, nil
 }
 
+// startControllerManager runs the controllers Jobs need and, with the Workload API, those that
+// make and protect native PodGroups.
+func startControllerManager(ctx context.Context, c *cluster.Cluster, workloadAPI bool) (*cluster.Component, error) {
+	cm := cluster.ControllerManagerOptions{Controllers: cluster.JobControllers}
+	if workloadAPI {
+		cm.Controllers = append(append([]string{}, cluster.JobControllers...), cluster.WorkloadControllers...)
+		cm.FeatureGates = workloadWithJobGates
+	}
+	return c.StartControllerManager(ctx, cm)
+}
+
 // lockstepKubeconfig writes the kubeconfig lockstep runs with, authenticating with token: to
 // kube-apiserver directly, or through a new fault proxy (Env.Faults) when viaProxy.
 func (e *Env) lockstepKubeconfig(viaProxy bool, token string) (string, error) {
@@ -146,6 +183,9 @@ func (e *Env) Down() {
 	}
 	if e.Faults != nil {
 		e.Faults.Close()
+	}
+	if e.ControllerManager != nil {
+		e.ControllerManager.Stop()
 	}
 	if e.Cluster != nil {
 		e.Cluster.Stop()

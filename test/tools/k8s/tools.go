@@ -1,9 +1,12 @@
 //go:build tools
 
-// Package tools records the control-plane binaries built from this module.
+// Package tools records the control-plane binaries built from this module, and kubectl (which
+// Arena shells out to as arena-kubectl).
 package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
