@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+	"github.com/lockstep-sched/lockstep/test/lib/harness"
 )
 
 // Kubernetes' own gang API (1.36, scheduling.k8s.io/v1alpha2): the suite's kube-apiserver serves
@@ -88,6 +90,29 @@ func TestIndexedJobGetsAPodGroup(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue
 	})
 	s.deleteJob("fits")
+}
+
+// TestKubernetesExamples applies examples/kubernetes as a user would, objects as written (the
+// Job's pods made by kube-controller-manager): on 4 nodes x 2 GPUs each gang binds whole.
+func TestKubernetesExamples(t *testing.T) {
+	for _, ex := range []struct{ file, pods string }{
+		{"kubernetes/podgroup.yaml", "train-"},
+		{"kubernetes/indexed-job.yaml", "indexed-train-"},
+	} {
+		t.Run(ex.file, func(t *testing.T) {
+			s := newScenario(t, 4, 2)
+			objs, err := harness.DecodeFile(filepath.Join(env.root, "examples", ex.file))
+			require.NoError(t, err)
+			for _, o := range objs {
+				o.SetNamespace(s.ns)
+				if o.GetKind() == "Job" {
+					s.t.Cleanup(func() { s.deleteJob(o.GetName()) })
+				}
+			}
+			require.NoError(t, harness.Create(s.ctx, env.cluster.RESTConfig, objs))
+			s.eventually(90*time.Second, "all 4 pods bound", func() bool { return s.boundIn(ex.pods) == 4 })
+		})
+	}
 }
 
 func (s *scenario) createPodGroup(name string, minCount int32) {
