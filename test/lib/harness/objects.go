@@ -76,8 +76,8 @@ func Create(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstruct
 }
 
 // PodsOf turns an example file into the pods a controller would create from it: a Job becomes
-// `parallelism` pods from its template (there is no kube-controller-manager on the loopback
-// control plane), a Pod stays itself. Every pod is put in namespace. Any other kind is an error;
+// `parallelism` pods from its template (the demo's control plane runs no kube-controller-manager,
+// and a test that makes the pods itself controls their names and order), a Pod stays itself. Every pod is put in namespace. Any other kind is an error;
 // SplitExample takes files that hold group objects too.
 func PodsOf(path, namespace string) ([]*corev1.Pod, error) {
 	pods, others, err := SplitExample(path, namespace)
