@@ -44,7 +44,7 @@ const (
 
 // trainingOperatorSchemes are the job kinds the operator is started for; each needs its CRD
 // (thirdparty.TrainingOperatorCRDs), or the operator's manager stalls.
-var trainingOperatorSchemes = []string{"tfjob", "mpijob"}
+var trainingOperatorSchemes = []string{"tfjob", "mpijob", "pytorchjob"}
 
 // TrainingOperator is a running Kubeflow training-operator.
 type TrainingOperator struct {
@@ -59,8 +59,8 @@ type TrainingOperator struct {
 	stopOnce sync.Once
 }
 
-// StartTrainingOperator runs bin/training-operator against the cluster with the TFJob and
-// MPIJob controllers, creating PodGroups for gangSchedulerName: "volcano" makes
+// StartTrainingOperator runs bin/training-operator against the cluster with the TFJob,
+// MPIJob and PyTorchJob controllers, creating PodGroups for gangSchedulerName: "volcano" makes
 // scheduling.volcano.sh/v1beta1 ones, any other name scheduling.x-k8s.io/v1alpha1 ones (the
 // operator's own rule), "" none at all. It installs the CRDs the operator needs, sets up what its
 // certificate rotator expects, and returns once the controllers run. Call Stop before starting
@@ -131,8 +131,8 @@ func launchTrainingOperator(c *cluster.Cluster, gangSchedulerName string, webhoo
 		client: c.Client, proc: proc, logf: logf}, from, nil
 }
 
-// installTrainingOperatorCRDs installs the TFJob and MPIJob CRDs and the PodGroup CRD of the
-// gang scheduler: the operator exits at once when the PodGroup kind it is to create is unknown.
+// installTrainingOperatorCRDs installs the TFJob, MPIJob and PyTorchJob CRDs and the PodGroup CRD
+// of the gang scheduler: the operator exits at once when the PodGroup kind it is to create is unknown.
 func installTrainingOperatorCRDs(ctx context.Context, cfg *rest.Config, gangSchedulerName string) error {
 	sets := []func(context.Context) ([]string, error){thirdparty.TrainingOperatorCRDs}
 	switch {

@@ -56,6 +56,7 @@ var (
 	trainingOperator = crdSet{"github.com/kubeflow/training-operator", "v1.8.1", []string{
 		"manifests/base/crds/kubeflow.org_tfjobs.yaml",
 		"manifests/base/crds/kubeflow.org_mpijobs.yaml",
+		"manifests/base/crds/kubeflow.org_pytorchjobs.yaml",
 	}}
 )
 
@@ -81,8 +82,9 @@ func KoordinatorCRDs(ctx context.Context) ([]string, error) { return koordinator
 // files are apiextensions.k8s.io/v1beta1; InstallCRDs converts them.
 func KubeBatchCRDs(ctx context.Context) ([]string, error) { return kubeBatch.paths(ctx) }
 
-// TrainingOperatorCRDs is the Kubeflow training-operator v1.8.1's TFJob and MPIJob
-// (kubeflow.org/v1): the schemes harness.StartTrainingOperator enables.
+// TrainingOperatorCRDs is the Kubeflow training-operator v1.8.1's TFJob, MPIJob and PyTorchJob
+// (kubeflow.org/v1): the schemes harness.StartTrainingOperator enables. Arena's `submit tfjob`
+// and `submit pytorchjob` read them too: Arena refuses a job kind whose CRD is not installed.
 func TrainingOperatorCRDs(ctx context.Context) ([]string, error) { return trainingOperator.paths(ctx) }
 
 // AllCRDs is every set above, in the order listed there.

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds Arena v0.15.5's command line into bin/arena and the kubectl it shells out to into
+# bin/arena-kubectl (Arena runs a binary of exactly that name from PATH), once each. The kubectl
+# is the control plane's own (test/tools/k8s, Kubernetes 1.36). The end-to-end suite runs
+# `arena submit pytorchjob --gang ...` with them against the training-operator (the first build
+# takes several minutes on 2 cores).
+set -euo pipefail
+here=$(dirname "$0")
+bash "$here/build-tool.sh" arena github.com/kubeflow/arena/cmd/arena
+bash "$here/build-tool.sh" k8s k8s.io/kubernetes/cmd/kubectl arena-kubectl
