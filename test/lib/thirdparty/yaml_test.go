@@ -89,8 +89,19 @@ func TestCRDSets(t *testing.T) {
 		"podgroups.scheduling.sigs.k8s.io", "elasticquotas.scheduling.sigs.k8s.io",
 		"podgroups.scheduling.incubator.k8s.io", "podgroups.scheduling.sigs.dev",
 		"queues.scheduling.incubator.k8s.io", "queues.scheduling.sigs.dev",
-		"tfjobs.kubeflow.org", "mpijobs.kubeflow.org",
+		"tfjobs.kubeflow.org", "mpijobs.kubeflow.org", "pytorchjobs.kubeflow.org",
 	}, names)
+
+	paths, err = KueueCRDs(ctx)
+	require.NoError(t, err)
+	crds, err = readCRDs(paths)
+	require.NoError(t, err)
+	names = names[:0]
+	for _, c := range crds {
+		assert.Equal(t, crdV1, c.GetAPIVersion(), c.GetName())
+		names = append(names, c.GetName())
+	}
+	assert.Contains(t, names, "workloads.kueue.x-k8s.io", "Kueue's Workload, which lockstep reads")
 }
 
 func TestModuleDirErrors(t *testing.T) {
