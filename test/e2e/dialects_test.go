@@ -267,13 +267,14 @@ func TestKueueGroupUngatedOnFragmentedNodes(t *testing.T) {
 }
 
 // Bad input in any dialect gets a reason naming the object and the field, an Event on the pod,
-// and binds nothing: a PodGroup with minMember 0, a Kueue total count that is not a number, a pod
-// carrying two schedulers' markers.
+// and binds nothing: a PodGroup with a negative minMember, a Kueue total count that is not a
+// number, a pod carrying two schedulers' markers. (A minMember of 0 asks for no quorum, as in
+// Volcano: TestVolcanoMinMemberZeroMeansNoQuorum.)
 func TestBadDialectInputIsRefusedByName(t *testing.T) {
 	installCRDs(t)
 	s := newScenario(t, 2, 2)
-	s.createVolcanoGroup("zero", map[string]any{"minMember": int64(0)})
-	s.create(podSpec{name: "zero-0", gpus: 1, annotations: map[string]string{"scheduling.k8s.io/group-name": "zero"}}.pod())
+	s.createVolcanoGroup("negative", map[string]any{"minMember": int64(-1)})
+	s.create(podSpec{name: "negative-0", gpus: 1, annotations: map[string]string{"scheduling.k8s.io/group-name": "negative"}}.pod())
 	kueue := podSpec{name: "kueue-0", gpus: 1, annotations: map[string]string{"kueue.x-k8s.io/pod-group-total-count": "all"}}.pod()
 	kueue.Labels = map[string]string{"kueue.x-k8s.io/pod-group-name": "kq"}
 	s.create(kueue)
@@ -282,9 +283,9 @@ func TestBadDialectInputIsRefusedByName(t *testing.T) {
 	s.create(both)
 
 	cases := map[string]string{
-		"zero-0":  fmt.Sprintf(`Volcano PodGroup %s/zero: spec.minMember="0": must be at least 1`, s.ns),
-		"kueue-0": fmt.Sprintf(`pod %s/kueue-0: annotation kueue.x-k8s.io/pod-group-total-count="all": must be a positive integer`, s.ns),
-		"both-0":  `label scheduling.x-k8s.io/pod-group="both"`,
+		"negative-0": fmt.Sprintf(`Volcano PodGroup %s/negative: spec.minMember="-1": must not be negative`, s.ns),
+		"kueue-0":    fmt.Sprintf(`pod %s/kueue-0: annotation kueue.x-k8s.io/pod-group-total-count="all": must be a positive integer`, s.ns),
+		"both-0":     `label scheduling.x-k8s.io/pod-group="both"`,
 	}
 	for pod, want := range cases {
 		s.eventually(60*time.Second, pod+" refused with a GangRejected event naming the field", func() bool {
@@ -292,7 +293,24 @@ func TestBadDialectInputIsRefusedByName(t *testing.T) {
 		})
 	}
 	require.Zero(t, s.boundIn(""))
-	require.Equal(t, "Rejected", s.gangs()["zero"].Members[0].State)
+	require.Equal(t, "Rejected", s.gangs()["negative"].Members[0].State)
+}
+
+// Volcano's job controller writes minMember 0 for a vcjob that sets no minAvailable when no
+// admission webhook filled one in, and Volcano's gang plugin then finds the job ready with any
+// number of members placed: each member is placed on its own, here beside a member that cannot
+// fit anywhere.
+func TestVolcanoMinMemberZeroMeansNoQuorum(t *testing.T) {
+	installCRDs(t)
+	s := newScenario(t, 2, 2)
+	s.createVolcanoGroup("zero", map[string]any{"minMember": int64(0)})
+	for _, p := range []podSpec{{name: "zero-0", gpus: 2}, {name: "zero-1", gpus: 3}} {
+		p.annotations = map[string]string{"scheduling.k8s.io/group-name": "zero"}
+		s.create(p.pod())
+	}
+	s.eventually(60*time.Second, "the member that fits bound on its own", func() bool { return s.boundIn("zero-0") == 1 })
+	require.Zero(t, s.boundIn("zero-1"), "3 GPUs fit no node")
+	require.Equal(t, 1, s.gangs()["zero"].MinAvailable)
 }
 
 // Volcano's minTaskMember: three workers make min-available 4 no more than they make the ps
