@@ -2,10 +2,16 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 )
 
 // checkBinary fails, saying which make target builds it, when BinDir has no executable binary.
@@ -47,4 +53,31 @@ func hasLine(text []byte, a, b string) bool {
 		}
 	}
 	return false
+}
+
+// readyLine is how a component says in its log that it is ready.
+type readyLine struct {
+	name, logPath, line string
+	// hint is what to check when the line never comes.
+	hint    string
+	timeout time.Duration
+}
+
+// waitForLine waits for proc's log, from offset from, to hold r.line. A process that exits, or a
+// line that does not come within r.timeout, is an error carrying the log's last lines.
+func waitForLine(ctx context.Context, proc *cluster.Component, r readyLine, from int64) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.timeout, true, func(context.Context) (bool, error) {
+		if proc.Exited() {
+			return false, fmt.Errorf("exited (%v)", proc.ExitErr())
+		}
+		out, err := logSince(r.logPath, from)
+		return err == nil && bytes.Contains(out, []byte(r.line)), nil
+	})
+	if err == nil {
+		return nil
+	}
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		err = fmt.Errorf("not ready within %s (no %q in its log: %s)", r.timeout, r.line, r.hint)
+	}
+	return fmt.Errorf("harness: %s %v\n--- last 30 lines of %s ---\n%s", r.name, err, r.logPath, proc.Tail(30))
 }

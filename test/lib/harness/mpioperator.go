@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -159,22 +157,8 @@ func deleteMPIOperatorLease(ctx context.Context, cs kubernetes.Interface) error 
 
 // waitReady waits for this run's log (from offset from) to say the controller's workers run.
 func (o *MPIOperator) waitReady(ctx context.Context, from int64) error {
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, MPIOperatorReadyTimeout, true, func(context.Context) (bool, error) {
-		if o.proc.Exited() {
-			return false, fmt.Errorf("exited (%v)", o.proc.ExitErr())
-		}
-		out, err := logSince(o.LogPath, from)
-		return err == nil && bytes.Contains(out, []byte(mpiOperatorReadyLine)), nil
-	})
-	if err != nil {
-		if wait.Interrupted(err) && ctx.Err() == nil {
-			err = fmt.Errorf("not ready within %s (no %q in its log: is the PodGroup CRD served?)",
-				MPIOperatorReadyTimeout, mpiOperatorReadyLine)
-		}
-		return fmt.Errorf("harness: %s %v\n--- last 30 lines of %s ---\n%s",
-			MPIOperatorBinary, err, o.LogPath, o.proc.Tail(30))
-	}
-	return nil
+	return waitForLine(ctx, o.proc, readyLine{name: MPIOperatorBinary, logPath: o.LogPath, line: mpiOperatorReadyLine,
+		hint: "is the PodGroup CRD served?", timeout: MPIOperatorReadyTimeout}, from)
 }
 
 // Tail returns the last n lines of the operator's log, for failure messages.

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
@@ -116,22 +114,8 @@ func ensureVolcanoQueue(ctx context.Context, c *cluster.Cluster, name string) er
 
 // waitReady waits for this run's log (from offset from) to say the job controller runs.
 func (v *VolcanoControllers) waitReady(ctx context.Context, from int64) error {
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, VolcanoReadyTimeout, true, func(context.Context) (bool, error) {
-		if v.proc.Exited() {
-			return false, fmt.Errorf("exited (%v)", v.proc.ExitErr())
-		}
-		out, err := logSince(v.LogPath, from)
-		return err == nil && bytes.Contains(out, []byte(volcanoReadyLine)), nil
-	})
-	if err != nil {
-		if wait.Interrupted(err) && ctx.Err() == nil {
-			err = fmt.Errorf("not ready within %s (no %q in its log: are all of Volcano's CRDs installed?)",
-				VolcanoReadyTimeout, volcanoReadyLine)
-		}
-		return fmt.Errorf("harness: %s %v\n--- last 30 lines of %s ---\n%s",
-			VolcanoControllersBinary, err, v.LogPath, v.proc.Tail(30))
-	}
-	return nil
+	return waitForLine(ctx, v.proc, readyLine{name: VolcanoControllersBinary, logPath: v.LogPath, line: volcanoReadyLine,
+		hint: "are all of Volcano's CRDs installed?", timeout: VolcanoReadyTimeout}, from)
 }
 
 // Tail returns the last n lines of the controller-manager's log, for failure messages.
