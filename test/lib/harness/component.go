@@ -9,7 +9,11 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 )
@@ -19,6 +23,16 @@ func checkBinary(binDir, binary, makeTarget string) error {
 	st, err := os.Stat(filepath.Join(binDir, binary))
 	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 		return fmt.Errorf("harness: %s not found in %s: run `make %s`", binary, binDir, makeTarget)
+	}
+	return nil
+}
+
+// ensureNamespace creates the namespace unless it exists. It is never deleted: with no namespace
+// controller running, a deleted namespace never goes away.
+func ensureNamespace(ctx context.Context, cs kubernetes.Interface, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("harness: namespace %s: %w", name, err)
 	}
 	return nil
 }

@@ -164,16 +164,6 @@ func (k *Kueue) launch(c *cluster.Cluster, setup kueueSetup) (from int64, err er
 	return from, nil
 }
 
-// ensureNamespace creates the namespace unless it exists. It is never deleted: with no namespace
-// controller running, a deleted namespace never goes away.
-func ensureNamespace(ctx context.Context, cs kubernetes.Interface, name string) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("harness: namespace %s: %w", name, err)
-	}
-	return nil
-}
-
 // writeKueueCerts puts the webhook server's certificate for 127.0.0.1 in a folder of WorkDir
 // and returns the folder. It also makes sure KueueMetricsCertDir holds a certificate: Kueue
 // loads it at start even with its metrics server off (and exits when it cannot), and the path is

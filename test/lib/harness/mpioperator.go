@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -140,9 +139,8 @@ func installMPIOperatorCRDs(ctx context.Context, cfg *rest.Config, gangSchedulin
 // resetMPIOperatorLock creates the lock namespace and deletes a Lease an earlier operator left:
 // the operator does not release it on exit, and a new one would wait out its 15s lease first.
 func resetMPIOperatorLock(ctx context.Context, cs kubernetes.Interface) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: MPIOperatorLockNamespace}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("harness: namespace %s: %w", MPIOperatorLockNamespace, err)
+	if err := ensureNamespace(ctx, cs, MPIOperatorLockNamespace); err != nil {
+		return err
 	}
 	return deleteMPIOperatorLease(ctx, cs)
 }

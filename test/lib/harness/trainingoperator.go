@@ -158,9 +158,8 @@ func installTrainingOperatorCRDs(ctx context.Context, cfg *rest.Config, gangSche
 // The webhook's serving certificate names training-operator.kubeflow.svc, which kube-apiserver
 // cannot reach on loopback, so the webhook has no rules: it exists for the rotator alone.
 func resetCertificateObjects(ctx context.Context, cs kubernetes.Interface, webhookPort int) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trainingOperatorNamespace}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("harness: namespace %s: %w", trainingOperatorNamespace, err)
+	if err := ensureNamespace(ctx, cs, trainingOperatorNamespace); err != nil {
+		return err
 	}
 	if err := deleteCertificateObjects(ctx, cs); err != nil {
 		return err
