@@ -82,6 +82,9 @@ func readGang(p podMarkers) gangspec.Membership {
 	if found && first.membership.Err == nil {
 		first.membership.Topology, first.membership.Err = readTopology(p)
 	}
+	if found && first.membership.Err == nil {
+		first.membership.KeepExtras, first.membership.Err = readKeepExtras(p)
+	}
 	return first.membership
 }
 
@@ -190,6 +193,23 @@ func kueue(p podMarkers) (claim, bool) {
 
 func badLabel(p podMarkers, key, value, reason string) error {
 	return &gangspec.FieldError{Object: p.object(), Field: "label " + key, Value: value, Reason: reason}
+}
+
+// readKeepExtras reads a member's opt-out from yielding its place beyond its gang's quorum.
+// Anything but "true" or "false" is refused: a typo that silently let the member be evicted
+// would be found only when it was.
+func readKeepExtras(p podMarkers) (bool, error) {
+	v, ok := p.annotations[wellknown.AnnotationKeepExtras]
+	if !ok {
+		return false, nil
+	}
+	switch v {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, badAnnotation(p, wellknown.AnnotationKeepExtras, v, `must be "true" or "false"`)
 }
 
 func badAnnotation(p podMarkers, key, value, reason string) error {

@@ -2,6 +2,7 @@ package dialect
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -147,6 +148,10 @@ func TestPodMarkers(t *testing.T) {
 		{name: "a job Kueue admitted that has a gang of its own keeps that gang",
 			pod:  pod().Annotation(wellknown.AnnotationKueueWorkload, "mpijob-pi-9c1d0").Label(wellknown.LabelCoschedulingPodGroup, "pi"),
 			want: gangspec.Membership{Gang: "pi", Group: "scheduler-plugins PodGroup team-a/pi"}},
+		{name: "a member that keeps its place beyond quorum",
+			pod:  pod().Label(wellknown.LabelCoschedulingPodGroup, "tf").Annotation(wellknown.AnnotationKeepExtras, "true"),
+			want: gangspec.Membership{Gang: "tf", Group: "scheduler-plugins PodGroup team-a/tf", KeepExtras: true}},
+		{name: "keep-extras on an ordinary pod means nothing", pod: pod().Annotation(wellknown.AnnotationKeepExtras, "yes")},
 		{name: "a Kueue pod group's own markers come before its Workload's",
 			pod: pod().Label(wellknown.LabelKueuePodGroup, "grp").Annotation(wellknown.AnnotationKueueTotalCount, "2").
 				Annotation(wellknown.AnnotationKueueWorkload, "grp-5b7e"),
@@ -158,6 +163,18 @@ func TestPodMarkers(t *testing.T) {
 			require.Equal(t, tc.want, read(tc.pod))
 		})
 	}
+}
+
+// A keep-extras value lockstep cannot read refuses the member, naming the value: a typo that let
+// it be evicted unawares would be found only when it was.
+func TestKeepExtrasMustBeABool(t *testing.T) {
+	for _, v := range []string{"yes", "True", "1", ""} {
+		ms := read(builders.Pod("team-a", "w-0").Gang("tf", 2).Annotation(wellknown.AnnotationKeepExtras, v))
+		require.Error(t, ms.Err, "value %q", v)
+		require.Contains(t, ms.Err.Error(), fmt.Sprintf(`annotation lockstep.dev/keep-extras=%q`, v))
+		require.Contains(t, ms.Err.Error(), `must be "true" or "false"`)
+	}
+	require.False(t, read(builders.Pod("team-a", "w-0").Gang("tf", 2).Annotation(wellknown.AnnotationKeepExtras, "false")).KeepExtras)
 }
 
 // Markers that cannot be used refuse the pod with a message naming it, the key and the value,

@@ -28,10 +28,11 @@ type admission struct {
 	join bool
 	// yield are lower-priority reservations the new one takes the capacity of.
 	yield []*reservation
-	// evict are the lower-priority pods the new one needs gone (gang preemption), or those
-	// reclaim takes back for reclaimFor, the gang's queue below its fair share.
-	evict      []victimUnit
-	reclaimFor string
+	// evict are the pods the new one needs gone, and cause why: lower priority (gang
+	// preemption), members beyond other gangs' quorums, or what reclaim takes back for the
+	// gang's queue below its fair share.
+	evict []victimUnit
+	cause evictCause
 	// hold, when set, is a starving gang's new claim on capacity as it frees.
 	hold *reservation
 	// lacksMembers: the gang waits because too few of its members exist.
@@ -68,14 +69,24 @@ func (m *Manager) admit(p *podInfo, g *gangInfo, spec *gangspec.Spec, res *reser
 	if yield, taken := m.planTakeover(g, toPlace); taken.OK {
 		return admission{reserve: m.newReservation(g, spec, members, taken.Nodes), node: taken.Nodes[0], yield: yield}
 	}
+	// Then evict, the cheapest first: other gangs' members beyond their quorums, lower-priority
+	// pods, and what other queues hold above their fair share.
+	evicting := func(victims []victimUnit, freed placement.Plan, cause evictCause) admission {
+		return admission{reserve: m.newReservation(g, spec, members, freed.Nodes), node: freed.Nodes[0], evict: victims, cause: cause}
+	}
+	if m.mayTakeBackExtras(g) {
+		if victims, freed := m.planTakeBack(g, toPlace); freed.OK {
+			return evicting(victims, freed, evictCause{kind: forQuorum})
+		}
+	}
 	if m.mayPreempt(g) && !m.cfg.NoPriorityPreemption {
 		if victims, freed := m.planPreemption(g, toPlace); freed.OK {
-			return admission{reserve: m.newReservation(g, spec, members, freed.Nodes), node: freed.Nodes[0], evict: victims}
+			return evicting(victims, freed, evictCause{kind: byPriority})
 		}
 	}
 	if m.mayReclaim(g, p) {
 		if victims, freed, _ := m.planReclaim(g, p.queue, req, toPlace); freed.OK {
-			return admission{reserve: m.newReservation(g, spec, members, freed.Nodes), node: freed.Nodes[0], evict: victims, reclaimFor: p.queue}
+			return evicting(victims, freed, evictCause{kind: forQueue, queue: p.queue})
 		}
 	}
 	why := m.shortfall(g, in, plan, heldBy)
@@ -266,7 +277,7 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 		klog.V(2).InfoS("Gang reserved", "gang", g.key, "slots", need, "expires", r.expires)
 		fx.podEvent(p, corev1.EventTypeNormal, wellknown.ReasonGangReserved, g.lastReason)
 		if len(a.evict) > 0 {
-			m.preemptLocked(g, r, a.evict, a.reclaimFor, fx)
+			m.preemptLocked(g, r, a.evict, a.cause, fx)
 		}
 	}
 }

@@ -32,6 +32,7 @@ type eviction struct {
 	preemptor *gangInfo
 	res       *reservation
 	victims   []victimUnit
+	cause     evictCause
 }
 
 // mayPreempt reports whether the gang may evict others for its quorum: preemption is on and its
@@ -46,30 +47,62 @@ func (m *Manager) evictRefusedLately(p *podInfo) bool {
 	return ok && m.now().Sub(at) < evictRefusedFor
 }
 
+// evictCause is why a gang evicts: the words of its reason and Events, and the metric's label.
+type evictCause struct {
+	kind evictKind
+	// queue is, for reclaim, the queue below its fair share the evictions take capacity back for.
+	queue string
+}
+
+type evictKind string
+
+const (
+	// byPriority: lower-priority pods make room for the gang's quorum (victims.go).
+	byPriority evictKind = "priority"
+	// forQueue: queues above their fair share give back to the gang's queue (reclaim.go).
+	forQueue evictKind = "reclaim"
+	// forQuorum: members beyond other gangs' quorums make room for the gang's (extras.go).
+	forQuorum evictKind = "extras"
+)
+
+// verb says, in the preemptor's reason, what it is doing to the victims.
+func (c evictCause) verb() string {
+	switch c.kind {
+	case forQueue:
+		return "reclaiming for " + c.queue + ", below its fair share,"
+	case forQuorum:
+		return "taking back"
+	}
+	return "preempting"
+}
+
+// victimWords tells a victim's pods why they go.
+func (m *Manager) victimWords(c evictCause, g *gangInfo, prio int32, u victimUnit) string {
+	switch {
+	case c.kind == forQueue:
+		return fmt.Sprintf("reclaimed for gang %s of %s, which is below its fair share while this pod's queue is above its own", g.key, c.queue)
+	case c.kind == forQuorum:
+		return fmt.Sprintf("evicted as a member beyond gang %s's min-available %d, for gang %s (priority %d) to place its quorum: members beyond a gang's quorum yield to the quorums of gangs of equal or higher priority; annotation %s: \"true\" keeps a member",
+			u.gang, m.ledger.gangs[u.gang].minAvailable(), g.key, prio, wellknown.AnnotationKeepExtras)
+	case u.gang != "" && !u.extra:
+		return fmt.Sprintf("preempted by gang %s (priority %d) to place its quorum; lockstep evicts gang %s whole (%d members)", g.key, prio, u.gang, len(u.pods))
+	}
+	return fmt.Sprintf("preempted by gang %s (priority %d) to place its quorum", g.key, prio)
+}
+
 // preemptLocked records a preemption the gang's new reservation r depends on: the reasons, the
 // Events naming victims and preemptor to each other, and the evictions to make.
-//
-// reclaimFor, when set, is the queue below its fair share the evictions take capacity back for
-// (reclaim.go); the words then say so rather than call it preemption by priority.
-func (m *Manager) preemptLocked(g *gangInfo, r *reservation, victims []victimUnit, reclaimFor string, fx *effects) {
+func (m *Manager) preemptLocked(g *gangInfo, r *reservation, victims []victimUnit, cause evictCause, fx *effects) {
 	names := make([]string, len(victims))
 	for i, u := range victims {
 		names[i] = fmt.Sprintf("%s (priority %d)", u.name(), u.prio)
 	}
 	list := strings.Join(names, ", ")
-	verb, cause := "preempting", fmt.Sprintf("preempted by gang %s (priority %d) to place its quorum", g.key, r.priority)
-	if reclaimFor != "" {
-		verb = "reclaiming for " + reclaimFor + ", below its fair share,"
-		cause = fmt.Sprintf("reclaimed for gang %s of %s, which is below its fair share while this pod's queue is above its own", g.key, reclaimFor)
-	}
 	g.lastReason = fmt.Sprintf("gang %s: %s %s for its quorum; %d members reserved on what they free, until %s",
-		g.key, verb, list, len(r.slots), r.expires.UTC().Format("15:04:05"))
-	klog.InfoS("Gang preempting", "gang", g.key, "priority", r.priority, "victims", list, "reclaimFor", reclaimFor)
+		g.key, cause.verb(), list, len(r.slots), r.expires.UTC().Format("15:04:05"))
+	klog.InfoS("Gang preempting", "gang", g.key, "priority", r.priority, "victims", list, "cause", cause.kind, "queue", cause.queue)
 	for _, u := range victims {
-		msg := cause
-		if u.gang != "" && !u.extra {
-			msg += fmt.Sprintf("; lockstep evicts gang %s whole (%d members)", u.gang, len(u.pods))
-		}
+		msg := m.victimWords(cause, g, r.priority, u)
 		for _, p := range u.pods {
 			fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonPreempted, msg)
 		}
@@ -79,7 +112,7 @@ func (m *Manager) preemptLocked(g *gangInfo, r *reservation, victims []victimUni
 			fx.podEvent(s.pod, corev1.EventTypeNormal, wellknown.ReasonGangPreempting, g.lastReason)
 		}
 	}
-	fx.evictions = append(fx.evictions, eviction{preemptor: g, res: r, victims: victims})
+	fx.evictions = append(fx.evictions, eviction{preemptor: g, res: r, victims: victims, cause: cause})
 }
 
 // evict asks the apiserver whether every victim may go before evicting any: a budget that
@@ -95,13 +128,31 @@ func (m *Manager) evict(e eviction) {
 			}
 		}
 	}
+	taken := map[string]int{}
 	for _, u := range e.victims {
 		for _, p := range u.pods {
 			err := m.cfg.Evicter.Evict(ctx, p.namespace, p.name, p.uid, false)
-			m.metrics.observeEviction(err)
+			m.metrics.observeEviction(e.cause.kind, err)
 			if err != nil && !apierrors.IsNotFound(err) {
 				m.evictionFailed(e, p, err)
+			} else if u.extra {
+				taken[u.gang]++
 			}
+		}
+	}
+	m.countExtrasTaken(taken)
+}
+
+// countExtrasTaken adds the extras each gang lost to its count in /debug/gangs.
+func (m *Manager) countExtrasTaken(taken map[string]int) {
+	if len(taken) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, n := range taken {
+		if g := m.ledger.gangs[key]; g != nil {
+			g.extrasTaken += n
 		}
 	}
 }

@@ -61,17 +61,18 @@ func (m *Manager) wakeStrandedLocked(fx *effects) {
 		return
 	}
 	m.strandedLook = now
-	checked, reclaimed := 0, false
+	checked, planned, tries := 0, false, 0
 	for _, w := range m.lineLocked() {
 		g := w.g
 		if w.waiting {
 			m.wantLocked(g, w.quorum[0], quorumRequests(w.quorum))
-			if !reclaimed && m.mayReclaim(g, w.quorum[0]) {
-				// Once a look: a member's refusal plans it at once (noteTurnedAwayLocked); this
-				// is the net for a plan that could not take back enough then.
-				reclaimed = true
-				m.reclaimForLocked(g, w.quorum[0], fx)
-				continue
+			// One eviction a look, among the first in line: a member's refusal plans it at once
+			// (noteTurnedAwayLocked); this is the net for a plan that could not evict enough then.
+			if !planned && tries < strandedChecks {
+				tries++
+				if planned = m.evictForLocked(g, w.quorum[0], fx); planned {
+					continue
+				}
 			}
 		}
 		// Once per refusal: a gang woken since it was last turned away either came back (and was

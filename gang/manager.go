@@ -45,6 +45,9 @@ type Config struct {
 	// NoPriorityPreemption keeps gangs from evicting lower-priority pods while Evicter is set for
 	// QueueReclaim alone.
 	NoPriorityPreemption bool
+	// NoExtrasTakeBack keeps a gang waiting for its quorum from evicting members beyond their
+	// own gang's quorum (extras.go); with Evicter nil nothing is evicted anyway.
+	NoExtrasTakeBack bool
 	// QueueReclaim lets a gang whose team queue is below its fair share take capacity back from
 	// queues above theirs (reclaim.go); it needs Evicter.
 	QueueReclaim bool

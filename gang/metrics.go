@@ -16,7 +16,7 @@ type Metrics struct {
 	droppedConditions prometheus.Counter
 	// yields counts reservations given up to higher-priority work.
 	yields prometheus.Counter
-	// evictions counts the evictions of gang preemption, by result.
+	// evictions counts the evictions gangs made for their quorums, by cause and result.
 	evictions *prometheus.CounterVec
 	// shortlisted counts filter answers narrowed to the nodes lockstep ranks best.
 	shortlisted prometheus.Counter
@@ -53,8 +53,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockstep_preemption_evictions_total",
-			Help: "Pods lockstep evicted so that a higher-priority gang's quorum fits, by result (evicted or failed).",
-		}, []string{"result"}),
+			Help: "Pods lockstep evicted so that a waiting gang's quorum fits, by cause (priority: lower-priority pods; extras: members beyond other gangs' quorums; reclaim: for a queue below its fair share) and result (evicted or failed).",
+		}, []string{"cause", "result"}),
 		shortlisted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lockstep_filter_shortlisted_total",
 			Help: "Filter answers for ordinary GPU pods that passed only the nodes lockstep's packing ranks best (see --shortlist).",
@@ -82,7 +82,7 @@ func (mt *Metrics) observeYield() {
 	mt.yields.Inc()
 }
 
-func (mt *Metrics) observeEviction(err error) {
+func (mt *Metrics) observeEviction(cause evictKind, err error) {
 	if mt == nil {
 		return
 	}
@@ -90,7 +90,7 @@ func (mt *Metrics) observeEviction(err error) {
 	if err != nil {
 		result = "failed"
 	}
-	mt.evictions.WithLabelValues(result).Inc()
+	mt.evictions.WithLabelValues(string(cause), result).Inc()
 }
 
 func (mt *Metrics) observeShortlist() {

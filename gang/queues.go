@@ -175,31 +175,43 @@ func (m *Manager) wantLocked(g *gangInfo, p *podInfo, req placement.Resources) {
 func (m *Manager) unwantLocked(gang string) { m.ledger.quota.Unwant(gang) }
 
 // noteTurnedAwayLocked records the wait of a gang whose member the scheduler turned away: on a
-// full cluster its own resource checks refuse every member before lockstep's filter is asked,
-// and a queue whose gangs are never counted as waiting would be owed nothing. With reclaim on,
-// the gang is planned at once, as the scheduler's preemption would have it planned (preempt.go):
-// the scheduler finds no victims among pods of equal priority and never asks lockstep, yet
-// reclaim takes from other queues whatever their pods' priority.
+// full cluster its own resource checks refuse every member before lockstep's filter is asked.
+// Where queues are enforced, a queue whose gangs are never counted as waiting would be owed
+// nothing. And the gang is planned at once for what the scheduler's preemption cannot see
+// (evictForLocked).
 func (m *Manager) noteTurnedAwayLocked(p *podInfo, fx *effects) {
 	g := m.ledger.gangOf(p)
-	if g == nil || p.spec == nil || p.holds() || !m.ledger.quota.Enforcing() || g.satisfied(p.spec) || m.liveReservation(g.key) != nil {
+	if g == nil || p.spec == nil || p.holds() || g.satisfied(p.spec) || m.liveReservation(g.key) != nil {
 		return
 	}
 	members, wait := quorumMembers(p, g, p.spec)
 	if wait != "" {
 		return
 	}
-	m.wantLocked(g, p, quorumRequests(members))
-	m.reclaimForLocked(g, p, fx)
+	if m.ledger.quota.Enforcing() {
+		m.wantLocked(g, p, quorumRequests(members))
+	}
+	m.evictForLocked(g, p, fx)
 }
 
-// reclaimForLocked plans a waiting gang the scheduler keeps from lockstep's filter, with reclaim
-// on; p is its member to plan from.
-func (m *Manager) reclaimForLocked(g *gangInfo, p *podInfo, fx *effects) {
-	if m.mayReclaim(g, p) && memberError(p, g) == nil && p.spec != nil && m.liveReservation(g.key) == nil {
-		fx.touched(g.key)
-		m.applyAdmission(p, g, nil, m.admit(p, g, p.spec, nil, nil), fx)
+// evictForLocked plans a waiting gang the scheduler keeps from lockstep's filter, as its
+// preemption would have it planned (preempt.go), for what that preemption cannot see: it looks
+// for victims only among pods of lower priority, and then never asks lockstep, yet members
+// beyond other gangs' quorums of equal priority (extras.go) and, with reclaim, pods of other
+// queues (reclaim.go) may make room. A plan that evicts nothing is left for the gang's next
+// filter, except under reclaim, whose queue is owed its wait. It reports whether it applied one.
+func (m *Manager) evictForLocked(g *gangInfo, p *podInfo, fx *effects) bool {
+	reclaim := m.mayReclaim(g, p)
+	if !reclaim && !m.mayTakeBackExtras(g) || memberError(p, g) != nil || p.spec == nil || m.liveReservation(g.key) != nil {
+		return false
 	}
+	a := m.admit(p, g, p.spec, nil, nil)
+	if len(a.evict) == 0 && !reclaim {
+		return false
+	}
+	fx.touched(g.key)
+	m.applyAdmission(p, g, nil, a, fx)
+	return true
 }
 
 // wakeQueueLocked sends a waiting member of each gang waiting on queue back to filter.

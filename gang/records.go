@@ -32,6 +32,9 @@ type podInfo struct {
 	// PriorityClass (0 without one); preemptNever is preemptionPolicy: Never.
 	priority     int32
 	preemptNever bool
+	// keepExtras: the pod's own opt-out (wellknown.AnnotationKeepExtras) from being taken back
+	// while beyond its gang's quorum (extras.go).
+	keepExtras bool
 	// gated: the pod has scheduling gates (Kueue and others hold pods back this way); it cannot
 	// reach the scheduler, so lockstep does not reserve capacity for it.
 	gated bool
@@ -138,6 +141,9 @@ type gangInfo struct {
 	// does not try a parked pod again when another pod is created, so the next member to arrive
 	// wakes one of those turned away (memberArrivedLocked).
 	lackedMembers bool
+	// extrasTaken counts the members beyond its quorum lockstep evicted for other gangs' quorums
+	// (extras.go), for /debug/gangs.
+	extrasTaken int
 	// turnedAway is when a member was last turned away at filter, and woken when lockstep last
 	// woke the gang because its quorum fit (wakeStrandedLocked).
 	turnedAway, woken time.Time
@@ -233,6 +239,7 @@ func newPodInfoOf(pod *corev1.Pod, ms gangspec.Membership) *podInfo {
 	p.preemptNever = pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == corev1.PreemptNever
 	p.gangName, p.task, p.group, p.inline, p.markerErr = ms.Gang, ms.Task, ms.Group, ms.Spec, ms.Err
 	p.topology = ruleOf(ms.Topology)
+	p.keepExtras = ms.KeepExtras
 	p.ownQueue = ms.Queue
 	p.spec, p.specErr = p.inline, p.markerErr
 	if raw, ok := pod.Annotations[wellknown.AnnotationGPUIDs]; ok && p.requests.GPU > 0 {

@@ -62,6 +62,9 @@ type GangStatus struct {
 	ReservationTakenBy string `json:"reservationTakenBy,omitempty"`
 	// Attempts is how many times a member was turned away at filter.
 	Attempts int `json:"attempts"`
+	// ExtrasTakenBack counts the members beyond this gang's quorum lockstep evicted so that other
+	// gangs' quorums could bind.
+	ExtrasTakenBack int `json:"extrasTakenBack,omitempty"`
 	// LastCommit is the gang's latest commit, while it runs and after.
 	LastCommit *CommitStatus  `json:"lastCommit,omitempty"`
 	Members    []MemberStatus `json:"members"`
@@ -120,7 +123,7 @@ func (m *Manager) Status(namespace string) []GangStatus {
 
 // gangStatusLocked is the debug summary of one gang, owned by the gang's own records.
 func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
-	st := GangStatus{Namespace: g.namespace, Name: g.name, Bound: g.boundCount(), Reason: g.lastReason, Attempts: g.attempts, Priority: g.priority(),
+	st := GangStatus{Namespace: g.namespace, Name: g.name, Bound: g.boundCount(), Reason: g.lastReason, Attempts: g.attempts, ExtrasTakenBack: g.extrasTaken, Priority: g.priority(),
 		ReservationTakenBy: g.takenBy}
 	spec, refPod := g.reference()
 	if spec != nil {

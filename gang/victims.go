@@ -171,7 +171,14 @@ func (m *Manager) planPreemption(g *gangInfo, members []placement.Member) (victi
 	if !plan.OK {
 		return nil, plan
 	}
-	victims = append([]victimUnit(nil), candidates[:n]...)
+	return m.putBackSpared(g, members, candidates[:n], plan)
+}
+
+// putBackSpared keeps back every chosen victim the quorum's plan does without, the most valuable
+// first, so that the set left is cheap and small; plan is the one with every victim gone.
+func (m *Manager) putBackSpared(g *gangInfo, members []placement.Member, chosen []victimUnit, plan placement.Plan) ([]victimUnit, placement.Plan) {
+	base, v := m.alreadyFreeing(), everyOther(g.key)
+	victims := append([]victimUnit(nil), chosen...)
 	sort.Slice(victims, func(i, j int) bool { return keepFirst(victims[i], victims[j]) })
 	for i := 0; i < len(victims); {
 		if _, p, _ := m.planQuorumFreed(g, members, v, base.with(victims, i)); p.OK {

@@ -71,6 +71,8 @@ func TestVictimChoice(t *testing.T) {
 		running []*corev1.Pod
 		gangs   map[string][]*corev1.Pod // bound gangs, by name
 		guarded []string
+		// verb is what the preemptor's reason says it does; "preempting" when empty.
+		verb string
 		// the preemptor: a gang of members x gpus at priority 1000
 		members int
 		gpus    int64
@@ -110,10 +112,18 @@ func TestVictimChoice(t *testing.T) {
 		{
 			name:  "a bound gang goes whole, never in part",
 			nodes: 2,
-			gangs: map[string][]*corev1.Pod{"lowgang": onNodes(members("default", "lowgang", "lowgang", 4, 2, 4, atPriority(10)), "n-0", "n-0", "n-1", "n-1")},
+			gangs: map[string][]*corev1.Pod{"lowgang": onNodes(members("default", "lowgang", "lowgang", 4, 4, 4, atPriority(10)), "n-0", "n-0", "n-1", "n-1")},
 			// Needs only one node's 8 GPUs, yet the gang's 4 members all go.
 			members: 2, gpus: 4,
 			want: []string{"default/lowgang-0", "default/lowgang-1", "default/lowgang-2", "default/lowgang-3"},
+		},
+		{
+			name:    "a lower-priority gang's members beyond its quorum go before the gang",
+			nodes:   2,
+			gangs:   map[string][]*corev1.Pod{"lowgang": onNodes(members("default", "lowgang", "lowgang", 4, 2, 4, atPriority(10)), "n-0", "n-0", "n-1", "n-1")},
+			members: 2, gpus: 4,
+			want: []string{"default/lowgang-2", "default/lowgang-3"},
+			verb: "taking back pod default/lowgang-2 beyond gang default/lowgang's quorum",
 		},
 		{
 			name:    "an ordinary pod rather than a gang of equal priority",
@@ -172,7 +182,11 @@ func TestVictimChoice(t *testing.T) {
 			require.Equal(t, tc.want, ev.waitEvicted(t, len(tc.want)))
 			st := e.status("default", "urgent")
 			require.Equal(t, PhaseReserving, st.Phase)
-			require.Contains(t, st.Reason, "preempting")
+			verb := tc.verb
+			if verb == "" {
+				verb = "preempting"
+			}
+			require.Contains(t, st.Reason, verb)
 		})
 	}
 }

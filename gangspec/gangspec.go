@@ -87,6 +87,9 @@ type Membership struct {
 	Err error
 	// Topology is what the pod asks of the network between its gang's nodes; zero for nothing.
 	Topology Topology
+	// KeepExtras: the member is never evicted for another gang's quorum while it is beyond its
+	// own gang's min-available (the user opted out of yielding).
+	KeepExtras bool
 	// Queue is the queue the pod itself names (Koordinator's quota label), gang or not; the zero
 	// Ref for none. A queue its gang's rules name (Spec.Queue) comes first.
 	Queue quota.Ref

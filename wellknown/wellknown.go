@@ -89,6 +89,11 @@ const (
 	// --topology-tiers): required waits until one does, preferred falls back to the cluster.
 	AnnotationRequiredTopology  = "lockstep.dev/required-topology"
 	AnnotationPreferredTopology = "lockstep.dev/preferred-topology"
+
+	// AnnotationKeepExtras: "true" on a gang member keeps it from being evicted as one of its
+	// gang's members beyond min-available when another gang's quorum waits for the capacity
+	// (docs/priority.md, "Quorums before extras"). "false", or no annotation, lets it go.
+	AnnotationKeepExtras = "lockstep.dev/keep-extras"
 )
 
 // Event reasons lockstep writes on pods.

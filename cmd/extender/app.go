@@ -60,12 +60,13 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	// calls OnGangChange before the informers start, by which time both exist.
 	var groups *podgroup.Syncer
 	var evicter gang.Evicter
-	if opts.gangPreemption || opts.queueReclaim {
+	if opts.gangPreemption || opts.queueReclaim || opts.takeBackExtras {
 		evicter = gang.APIEvicter{Client: c.bind} // an eviction makes room for a gang to bind
 	}
 	a.manager = gang.NewManager(gang.Config{
 		Evicter:              evicter,
 		NoPriorityPreemption: !opts.gangPreemption,
+		NoExtrasTakeBack:     !opts.takeBackExtras,
 		QueueReclaim:         opts.queueReclaim,
 		StarvationThreshold:  opts.starvationThreshold,
 		ScoreEveryNode:       !opts.shortlist,

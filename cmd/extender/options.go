@@ -62,6 +62,7 @@ type options struct {
 	groupDiscoveryInterval time.Duration
 	maxRequestBytes        int64
 	gangPreemption         bool
+	takeBackExtras         bool
 	queueReclaim           bool
 	shortlist              bool
 	starvationThreshold    time.Duration
@@ -92,6 +93,7 @@ func defaultOptions() options {
 		groupDiscoveryInterval: 30 * time.Second,
 		maxRequestBytes:        extender.DefaultMaxRequestBytes,
 		gangPreemption:         true,
+		takeBackExtras:         true,
 		shortlist:              true,
 		starvationThreshold:    gang.DefaultStarvationThreshold,
 		qps:                    50,
@@ -128,6 +130,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.groupDiscoveryInterval, "group-discovery-interval", o.groupDiscoveryInterval, "how often lockstep asks the apiserver which PodGroup APIs (scheduler-plugins, Koordinator, Volcano, kube-batch) and queue APIs (Volcano's and kube-batch's Queues, scheduler-plugins' ElasticQuotas) it serves; a CRD installed later is watched from the next look on")
 	fs.DurationVar(&o.commitTimeout, "commit-timeout", o.commitTimeout, "how long lockstep keeps retrying the bindings of a gang that reached quorum")
 	fs.BoolVar(&o.gangPreemption, "gang-preemption", o.gangPreemption, "let a gang whose quorum does not fit evict lower-priority pods for it, whole gangs or ordinary pods, through the Eviction API (PodDisruptionBudgets hold); false leaves preemption to kube-scheduler alone, which lockstep keeps from breaking gangs")
+	fs.BoolVar(&o.takeBackExtras, "take-back-extras", o.takeBackExtras, "let a gang waiting for its quorum evict, through the Eviction API, members beyond their own gang's min-available (an elastic job's extra workers) of gangs of equal or lower priority, the youngest first, never cutting a gang below its quorum; a member annotated lockstep.dev/keep-extras: \"true\" is never taken; false lets extras that bound first keep later gangs from their quorums")
 	fs.BoolVar(&o.queueReclaim, "queue-reclaim", o.queueReclaim, "let a gang whose team queue (Volcano or kube-batch Queue, ElasticQuota) is below its fair share evict, through the Eviction API, what queues above their share hold: members beyond their gang's quorum first, whole gangs only, never a queue below its share, guarantee or min, and only after a dry run shows the gang then fits; off, as in Volcano's shipped configuration and Kueue's default, a queue below its share waits for capacity to free")
 	fs.BoolVar(&o.shortlist, "shortlist", o.shortlist, "filter passes a pod that is not a gang member and requests GPUs only the nodes lockstep's packing ranks best (ties kept, for the scheduler's scores to break), unless the pod has preferred affinity, a ScheduleAnyway spread constraint, or a ReplicaSet, StatefulSet or ReplicationController owner; false passes every node it fits and leaves lockstep's packing one score among the scheduler's")
 	fs.StringVar(&o.topologyTiers, "topology-tiers", o.topologyTiers, "network tiers between nodes, narrowest first: a comma-separated list of node label keys, each optionally named as name=key for gangs that ask by name (a node without a tier's label sits alone there), or a preset: "+fabric.PresetNames()+"; a gang's quorum goes to the narrowest single domain that holds it. Empty: by nodes alone")
