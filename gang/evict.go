@@ -78,16 +78,20 @@ func (c evictCause) verb() string {
 
 // victimWords tells a victim's pods why they go.
 func (m *Manager) victimWords(c evictCause, g *gangInfo, prio int32, u victimUnit) string {
-	switch {
-	case c.kind == forQueue:
-		return fmt.Sprintf("reclaimed for gang %s of %s, which is below its fair share while this pod's queue is above its own", g.key, c.queue)
-	case c.kind == forQuorum:
+	var why string
+	switch c.kind {
+	case forQueue:
+		why = fmt.Sprintf("reclaimed for gang %s of %s, which is below its fair share while this pod's queue is above its own", g.key, c.queue)
+	case forQuorum:
 		return fmt.Sprintf("evicted as a member beyond gang %s's min-available %d, for gang %s (priority %d) to place its quorum: members beyond a gang's quorum yield to the quorums of gangs of equal or higher priority; annotation %s: \"true\" keeps a member",
 			u.gang, m.ledger.gangs[u.gang].minAvailable(), g.key, prio, wellknown.AnnotationKeepExtras)
-	case u.gang != "" && !u.extra:
-		return fmt.Sprintf("preempted by gang %s (priority %d) to place its quorum; lockstep evicts gang %s whole (%d members)", g.key, prio, u.gang, len(u.pods))
+	default:
+		why = fmt.Sprintf("preempted by gang %s (priority %d) to place its quorum", g.key, prio)
 	}
-	return fmt.Sprintf("preempted by gang %s (priority %d) to place its quorum", g.key, prio)
+	if u.gang != "" && !u.extra {
+		why += fmt.Sprintf("; lockstep evicts gang %s whole (%d members)", u.gang, len(u.pods))
+	}
+	return why
 }
 
 // preemptLocked records a preemption the gang's new reservation r depends on: the reasons, the
@@ -104,6 +108,7 @@ func (m *Manager) preemptLocked(g *gangInfo, r *reservation, victims []victimUni
 	for _, u := range victims {
 		msg := m.victimWords(cause, g, r.priority, u)
 		for _, p := range u.pods {
+			p.evicting = true
 			fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonPreempted, msg)
 		}
 	}
@@ -164,6 +169,7 @@ func (m *Manager) evictionFailed(e eviction, p *podInfo, err error) {
 	klog.ErrorS(err, "Eviction failed after its dry run passed", "pod", p.key(), "preemptor", e.preemptor.key)
 	var fx effects
 	m.mu.Lock()
+	m.unmarkEvicting(p)
 	g := e.preemptor
 	g.lastReason = fmt.Sprintf("gang %s: preempting: evicting pod %s failed after its dry run passed: %v; its reservation stays until %s",
 		g.key, p.key(), err, e.res.expires.UTC().Format("15:04:05"))
@@ -188,6 +194,11 @@ func (m *Manager) preemptionRefused(e eviction, p *podInfo, err error) {
 		}
 	}
 	m.evictRefused[p.uid] = m.now()
+	for _, u := range e.victims { // the dry run refused before any eviction was made
+		for _, v := range u.pods {
+			m.unmarkEvicting(v)
+		}
+	}
 	g := e.preemptor
 	g.lastReason = fmt.Sprintf("gang %s: preemption given up: evicting pod %s was refused: %v; it plans again without that pod", g.key, p.key(), err)
 	klog.InfoS("Gang preemption refused", "gang", g.key, "pod", p.key(), "err", err)
@@ -204,6 +215,14 @@ func (m *Manager) preemptionRefused(e eviction, p *podInfo, err error) {
 	fx.touched(g.key)
 	m.mu.Unlock()
 	m.apply(&fx)
+}
+
+// unmarkEvicting takes back a victim's evicting mark: its eviction was refused or failed, and it
+// stays. The ledger may hold a newer record of the pod than the victim's.
+func (m *Manager) unmarkEvicting(p *podInfo) {
+	if q := m.ledger.pods[p.uid]; q != nil {
+		q.evicting = false
+	}
 }
 
 // APIEvicter posts pods/eviction through client-go.

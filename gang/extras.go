@@ -76,7 +76,7 @@ func (m *Manager) extrasOf(g *gangInfo) []*podInfo {
 	var staying []*podInfo
 	var t tally
 	for _, p := range g.members {
-		if p.holds() && !p.deleting {
+		if p.holds() && !p.going() {
 			staying = append(staying, p)
 			t.add(p)
 		}

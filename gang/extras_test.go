@@ -184,3 +184,22 @@ func TestTakingBackRespectsPriorityAndTheSwitch(t *testing.T) {
 		})
 	}
 }
+
+// Two gangs planned before the informer shows the first one's victims going: the second chooses
+// other extras, and never counts what the first one's evictions free as its own.
+func TestTakingBackNeverChoosesAVictimTwice(t *testing.T) {
+	ev := newFakeEvicter()
+	e := extrasEnv(t, ev)
+	j1 := job("j1", 0)
+	e.add(j1...)
+	e.bindAll(j1, 2)
+	j2, j3 := job("j2", 100), job("j3", 200)
+	e.add(j2...)
+	e.add(j3...)
+	e.turnAway(j2[0])
+	e.turnAway(j3[0])
+	require.Equal(t, []string{"default/j1-4", "default/j1-5", "default/j1-6", "default/j1-7"}, ev.waitEvicted(t, 4))
+	for _, name := range []string{"j2", "j3"} {
+		require.Equal(t, PhaseReserving, e.status("default", name).Phase, name)
+	}
+}

@@ -123,6 +123,7 @@ func (l *ledger) upsertInfo(next *podInfo) *podInfo {
 	prev, ok := l.pods[next.uid]
 	if ok {
 		next.lastEvent = prev.lastEvent
+		next.evicting = prev.evicting
 		// lockstep marks a pod bound as soon as its binding succeeds; an informer event from
 		// before the binding must not take that back.
 		if prev.holds() && next.node == "" && !next.terminal {

@@ -37,7 +37,7 @@ func (m *Manager) reclaimUnitsLocked(queue string) []reclaimUnit {
 		if !p.holds() || p.queue == "" || p.queue == queue {
 			continue
 		}
-		ok := !p.deleting && !m.evictRefusedLately(p)
+		ok := !p.going() && !m.evictRefusedLately(p)
 		key := gangKeyOf(p)
 		switch {
 		case key == "" && ok:

@@ -26,6 +26,10 @@ type podInfo struct {
 	terminal  bool   // Succeeded or Failed: holds nothing on its node any more
 	// deleting: the pod has a deletionTimestamp; it still holds its node until it is gone.
 	deleting bool
+	// evicting: lockstep asked for the pod's eviction and the informer has not shown it deleting
+	// yet. Meanwhile it counts as going (going), so that the next plan neither chooses it again
+	// nor counts what it frees twice; a refused eviction takes the mark back (unmarkEvicting).
+	evicting bool
 	// topology is what the pod asks of the network between its gang's nodes (tiers.go).
 	topology topologyRule
 	// priority is spec.priority, which the apiserver's Priority admission sets from the pod's
@@ -70,6 +74,9 @@ func (p *podInfo) key() string { return p.namespace + "/" + p.name }
 
 // holds reports whether the pod takes capacity on a node.
 func (p *podInfo) holds() bool { return p.node != "" && !p.terminal }
+
+// going reports whether the pod is on its way out: being deleted, or evicted by lockstep.
+func (p *podInfo) going() bool { return p.deleting || p.evicting }
 
 func (p *podInfo) ref() *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.namespace, Name: p.name, UID: p.uid}

@@ -57,7 +57,7 @@ func (m *Manager) victimUnitsLocked(own string, prio int32) []victimUnit {
 		if !p.holds() || key == own || (queues && p.queue != "" && p.queue != ownQueue) {
 			continue
 		}
-		ok := p.priority < prio && !p.deleting && !m.evictRefusedLately(p)
+		ok := p.priority < prio && !p.going() && !m.evictRefusedLately(p)
 		switch {
 		case key == "" && ok:
 			units = append(units, victimUnit{pods: []*podInfo{p}, prio: p.priority, started: p.created})
@@ -130,7 +130,7 @@ type freeing map[string]placement.Resources
 func (m *Manager) alreadyFreeing() freeing {
 	out := freeing{}
 	for _, p := range m.ledger.pods {
-		if p.holds() && p.deleting {
+		if p.holds() && p.going() {
 			out[p.node] = out[p.node].Add(p.requests)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockstep-sched/lockstep/test/lib/kubeletsim"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -36,15 +35,6 @@ func (s *scenario) liveBound(prefix string) int {
 	return n
 }
 
-// standIn runs the kubelet stand-in for the scenario: evicted pods finish as on a node.
-func (s *scenario) standIn() *kubeletsim.Standin {
-	s.t.Helper()
-	k, err := kubeletsim.Start(s.ctx, env.client, s.ns)
-	require.NoError(s.t, err)
-	s.t.Cleanup(func() { require.NoError(s.t, k.Err()) })
-	return k
-}
-
 // Volcano's "multiple jobs" shape: 2 nodes x 4 GPUs, three jobs of 8 x 1 GPU with min-available
 // 2, created one after the other as a user's script does. Each job gets its 2 in both orders:
 // created back to back, and created once the first job's extras took every GPU.
@@ -58,7 +48,7 @@ func TestEveryJobGetsItsQuorumWhateverTheOrder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScenario(t, 2, 4)
-			s.standIn()
+			s.playKubelet()
 			s.job("j1", 8, nil)
 			if tc.firstBound {
 				s.eventually(60*time.Second, "every member of j1 bound", func() bool { return s.liveBound("j1-") == 8 })
@@ -94,7 +84,7 @@ func TestEveryJobGetsItsQuorumWhateverTheOrder(t *testing.T) {
 // older job's extras instead, though the younger job's would go first.
 func TestKeepExtrasOptsAMemberOut(t *testing.T) {
 	s := newScenario(t, 2, 4)
-	s.standIn()
+	s.playKubelet()
 	s.job("old", 4, nil)
 	s.eventually(60*time.Second, "every member of old bound", func() bool { return s.liveBound("old-") == 4 })
 	s.job("kept", 4, map[string]string{wellknown.AnnotationKeepExtras: "true"})

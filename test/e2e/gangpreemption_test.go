@@ -10,44 +10,26 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/test/lib/kubeletsim"
 )
 
 // playKubelet finishes the pods of the scenario that are being deleted, as a kubelet would once
 // their containers stopped: no kubelet runs here, and an evicted pod would otherwise keep its
 // node's capacity forever. It runs until the test ends and returns what it finished.
 func (s *scenario) playKubelet() func() []string {
+	s.t.Helper()
 	ctx, cancel := context.WithCancel(s.ctx)
-	finished := make(chan []string, 1)
-	go func() {
-		var done []string
-		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			list, err := env.client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, p := range list.Items {
-				if p.DeletionTimestamp == nil {
-					continue
-				}
-				err := env.client.CoreV1().Pods(s.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-				if err == nil || apierrors.IsNotFound(err) {
-					done = append(done, p.Name)
-				}
-			}
-			return false, nil
-		})
-		finished <- done
-	}()
 	s.t.Cleanup(cancel)
+	k, err := kubeletsim.Start(ctx, env.client, s.ns)
+	require.NoError(s.t, err)
+	s.t.Cleanup(func() { require.NoError(s.t, k.Err()) })
 	return func() []string {
 		cancel()
-		return <-finished
+		return k.Finished()
 	}
 }
 

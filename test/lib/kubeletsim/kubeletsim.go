@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -27,13 +28,14 @@ type Standin struct {
 	ctx    context.Context
 
 	mu       sync.Mutex
-	finished int
+	finished []string // pod names, in the order they went
+	done     map[types.UID]bool
 	errs     []error
 }
 
 // Start watches namespace's pods until ctx ends.
 func Start(ctx context.Context, client kubernetes.Interface, namespace string) (*Standin, error) {
-	s := &Standin{client: client, ctx: ctx}
+	s := &Standin{client: client, ctx: ctx, done: map[types.UID]bool{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace))
 	inf := factory.Core().V1().Pods().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -56,25 +58,32 @@ func (s *Standin) look(obj any) {
 	if !ok || pod.DeletionTimestamp == nil || pod.Spec.NodeName == "" {
 		return
 	}
-	zero := int64(0)
 	uid := pod.UID
+	s.mu.Lock()
+	seen := s.done[uid]
+	s.mu.Unlock()
+	if seen {
+		return // its final delete is an update too
+	}
+	zero := int64(0)
 	err := s.client.CoreV1().Pods(pod.Namespace).Delete(s.ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		s.finished++
+		s.finished = append(s.finished, pod.Name)
+		s.done[uid] = true
 	case s.ctx.Err() == nil:
 		s.errs = append(s.errs, fmt.Errorf("kubelet stand-in: finishing pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 }
 
-// Finished is how many deletions the stand-in finished (or found finished already).
-func (s *Standin) Finished() int {
+// Finished names the pods whose deletion the stand-in finished (or found finished already).
+func (s *Standin) Finished() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.finished
+	return append([]string(nil), s.finished...)
 }
 
 // Err is the first deletion the apiserver refused, nil when none was.
