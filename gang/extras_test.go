@@ -34,12 +34,14 @@ func job(name string, start int, opts ...func(*builders.PodBuilder)) []*corev1.P
 	return pods
 }
 
-// bindAll binds a gang's quorum, then every member beyond it that fits: what the scheduler does
-// for a job whose mates do not exist yet.
-func (e *env) bindAll(pods []*corev1.Pod, quorum int) {
+// firstJob creates job j1 and binds its quorum, then every member beyond it: what the scheduler
+// does for a job whose mates do not exist yet.
+func (e *env) firstJob(opts ...func(*builders.PodBuilder)) {
 	e.t.Helper()
-	e.bindQuorum(pods[:quorum])
-	for _, p := range pods[quorum:] {
+	pods := job("j1", 0, opts...)
+	e.add(pods...)
+	e.bindQuorum(pods[:2])
+	for _, p := range pods[2:] {
 		require.NoError(e.t, e.bind(p, e.place(p)))
 	}
 }
@@ -70,9 +72,7 @@ func boundCount(e *env, name string) int { return e.status("default", name).Boun
 func TestQuorumTakesBackExtrasThatBoundFirst(t *testing.T) {
 	ev := newFakeEvicter()
 	e := extrasEnv(t, ev)
-	j1 := job("j1", 0)
-	e.add(j1...)
-	e.bindAll(j1, 2)
+	e.firstJob()
 	require.Equal(t, 8, boundCount(e, "j1"))
 
 	for i, name := range []string{"j2", "j3"} {
@@ -112,9 +112,7 @@ func TestTakingBackKeepsEveryQuorum(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := newFakeEvicter()
 			e := extrasEnv(t, ev)
-			j1 := job("j1", 0, tc.j1...)
-			e.add(j1...)
-			e.bindAll(j1, 2)
+			e.firstJob(tc.j1...)
 			waiting := members("default", "w", "w", tc.need, tc.need, 1, func(b *builders.PodBuilder) { b.Created(t0.Add(time.Hour)) })
 			e.add(waiting...)
 			e.turnAway(waiting[0])
@@ -168,9 +166,7 @@ func TestTakingBackRespectsPriorityAndTheSwitch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := newFakeEvicter()
 			e := extrasEnv(t, ev, func(c *Config) { c.NoExtrasTakeBack = tc.off })
-			j1 := job("j1", 0, atPriority(tc.j1))
-			e.add(j1...)
-			e.bindAll(j1, 2)
+			e.firstJob(atPriority(tc.j1))
 			w := job("w", 100, atPriority(tc.w))
 			e.add(w...)
 			e.turnAway(w[0])
@@ -190,9 +186,7 @@ func TestTakingBackRespectsPriorityAndTheSwitch(t *testing.T) {
 func TestTakingBackNeverChoosesAVictimTwice(t *testing.T) {
 	ev := newFakeEvicter()
 	e := extrasEnv(t, ev)
-	j1 := job("j1", 0)
-	e.add(j1...)
-	e.bindAll(j1, 2)
+	e.firstJob()
 	j2, j3 := job("j2", 100), job("j3", 200)
 	e.add(j2...)
 	e.add(j3...)
