@@ -1,10 +1,11 @@
 # lockstep: a kube-scheduler extender for all-or-nothing gang scheduling.
 #   make demo   a local control plane, simulated GPU nodes, the seed scenario, /debug/gangs
 #   make test   vet, unit tests with -race, bounded fuzzing, then the end-to-end suite against real components
+#   make soak   the end-to-end suite's randomized soak alone, longer: SOAK_ARGS picks seeds and size
 #   make bench  verb latency, allocations and memory, then throughput through the real scheduler
 GO ?= go
 
-.PHONY: all build test unit fuzz e2e demo bench bench-throughput bench-packing control-plane scheduler-plugins training-operator volcano helm mpi-operator kueue arena tools vet fmt image clean
+.PHONY: all build test unit fuzz e2e soak demo bench bench-throughput bench-packing control-plane scheduler-plugins training-operator volcano helm mpi-operator kueue arena tools vet fmt image clean
 
 all: build
 
@@ -91,6 +92,12 @@ fuzz:
 
 e2e: tools
 	$(GO) test -race -count=1 -timeout 30m -v ./test/e2e/
+
+# The soak runs in `make test` with one fixed seed and a small budget (test/e2e/soak_test.go);
+# this is the longer run. A failure prints the line that replays its scenario alone.
+SOAK_ARGS ?= -soak.seed=1 -soak.seeds=3 -soak.scenarios=70 -soak.parallel=3
+soak: control-plane
+	$(GO) test -race -count=1 -timeout 120m -v -run 'TestSoak' ./test/e2e/ -args $(SOAK_ARGS)
 
 test: vet control-plane unit fuzz e2e
 
