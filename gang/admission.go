@@ -59,7 +59,7 @@ func (m *Manager) admit(p *podInfo, g *gangInfo, spec *gangspec.Spec, res *reser
 	if why := m.queueWait(g, p, req); why != "" {
 		return admission{wait: why, want: req}
 	}
-	toPlace := planMembers(members, offered)
+	toPlace := m.planMembers(members, offered)
 	in, plan, heldBy := m.planQuorum(g, toPlace, everyOther(g.key))
 	if plan.OK {
 		return admission{reserve: m.newReservation(g, spec, members, plan.Nodes), node: plan.Nodes[0]}
@@ -106,19 +106,6 @@ func (m *Manager) shortfall(g *gangInfo, in placement.Input, plan placement.Plan
 		return why
 	}
 	return placement.Explain(g.key, in, plan.Failed, heldBy)
-}
-
-// planMembers are the members of a new reservation as the planner takes them; the first, the
-// member at filter, can use only the nodes the scheduler offered (any, when offered is nil).
-func planMembers(members []*podInfo, offered []string) []placement.Member {
-	out := make([]placement.Member, len(members))
-	for i, q := range members {
-		out[i] = placement.Member{Name: q.key(), Requests: q.requests}
-	}
-	if offered != nil {
-		out[0].Allowed = nodeSet(offered)
-	}
-	return out
 }
 
 // planQuorum places members beside bound pods and the reservations the view respects; heldBy is

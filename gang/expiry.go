@@ -34,10 +34,10 @@ func (m *Manager) sweepExpired() {
 // stranded.
 func (m *Manager) checkWaitingGangs() {
 	var fx effects
-	m.mu.Lock()
-	m.holdForStarvingLocked(&fx)
-	m.wakeStrandedLocked(&fx)
-	m.mu.Unlock()
+	m.locked(func() {
+		m.holdForStarvingLocked(&fx)
+		m.wakeStrandedLocked(&fx)
+	})
 	m.apply(&fx)
 }
 
@@ -84,7 +84,7 @@ func (m *Manager) wakeStrandedLocked(fx *effects) {
 		if checked++; checked > strandedChecks {
 			return
 		}
-		if _, plan, _ := m.planQuorum(g, planMembers(w.quorum, nil), everyOther(g.key)); !plan.OK {
+		if _, plan, _ := m.planQuorum(g, m.planMembers(w.quorum, nil), everyOther(g.key)); !plan.OK {
 			continue
 		}
 		g.woken = now

@@ -61,9 +61,8 @@ func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
 	}
 	info := newPodInfoOf(pod, ms) // pure: built before taking the lock
 	var fx effects
-	m.mu.Lock()
-	result := m.filterMemberLocked(info, nodes, &fx)
-	m.mu.Unlock()
+	var result FilterResult
+	m.locked(func() { result = m.filterMemberLocked(info, nodes, &fx) })
 	m.apply(&fx)
 	return result
 }

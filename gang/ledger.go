@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-sched/lockstep/fabric"
@@ -87,12 +88,15 @@ func (l *ledger) upsertNode(node *corev1.Node) {
 	n.known = true
 	n.unschedulable = node.Spec.Unschedulable
 	n.allocatable = placement.NodeAllocatable(node)
-	n.softTaints = n.softTaints[:0]
+	n.softTaints, n.hardTaints = n.softTaints[:0], nil
 	for _, t := range node.Spec.Taints {
 		if t.Effect == corev1.TaintEffectPreferNoSchedule {
 			n.softTaints = append(n.softTaints, t)
+		} else {
+			n.hardTaints = append(n.hardTaints, t)
 		}
 	}
+	n.object = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, Labels: node.Labels}}
 	n.domains = l.tiers.Domains(node.Name, node.Labels)
 	n.topo, n.topoSource, n.topoErr, n.gpuIndices = nil, gpu.SourceNone, nil, nil
 	if n.allocatable.GPU > 0 {

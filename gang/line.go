@@ -85,9 +85,7 @@ func (m *Manager) protectedQuorums(own string, prio int32) (protected map[string
 			held[node] = held[node].Add(r)
 		}
 		in := m.planView(w.g, held, nil)
-		for _, q := range w.quorum {
-			in.Members = append(in.Members, placement.Member{Name: q.key(), Requests: q.requests})
-		}
+		in.Members = m.planMembers(w.quorum, nil)
 		plan := m.placeQuorum(w.g, in)
 		if !plan.OK {
 			continue

@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -151,6 +152,14 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 	return m
 }
 
+// locked runs decide under the manager's lock, and lets go of the lock even when decide panics:
+// net/http recovers a handler's panic, and a lock left taken would hang every verb after it.
+func (m *Manager) locked(decide func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	decide()
+}
+
 // Stop ends the manager's background sweep and condition writes; the manager answers calls no
 // longer reliably after.
 func (m *Manager) Stop() { m.stopOnce.Do(func() { close(m.stop) }) }
@@ -177,6 +186,11 @@ func (m *Manager) DeleteNode(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ledger.deleteNode(name)
+	// A starving gang's hold waits for capacity to free on its nodes; on a node gone it never
+	// would. Let it go: the next sweep plans the gang's hold afresh on the nodes there are.
+	if h := m.liveHold(m.book.holder()); h != nil && slices.ContainsFunc(h.slots, func(s *slot) bool { return s.node == name }) {
+		m.book.release(h)
+	}
 }
 
 // UpsertPod records a pod's latest version.
@@ -187,17 +201,18 @@ func (m *Manager) UpsertPod(pod *corev1.Pod) {
 // upsertInfo takes in a pod's summary, waking its gang if it is a member the gang was waiting for.
 func (m *Manager) upsertInfo(info *podInfo) *podInfo {
 	var fx effects
-	m.mu.Lock()
-	prev, known := m.ledger.pods[info.uid]
-	turnedAway := info.condition != "" && (!known || prev.condition != info.condition)
-	p := m.ledger.upsertInfo(info)
-	if !known {
-		m.memberArrivedLocked(p, &fx)
-	}
-	if turnedAway {
-		m.noteTurnedAwayLocked(p, &fx)
-	}
-	m.mu.Unlock()
+	var p *podInfo
+	m.locked(func() {
+		prev, known := m.ledger.pods[info.uid]
+		turnedAway := info.condition != "" && (!known || prev.condition != info.condition)
+		p = m.ledger.upsertInfo(info)
+		if !known {
+			m.memberArrivedLocked(p, &fx)
+		}
+		if turnedAway {
+			m.noteTurnedAwayLocked(p, &fx)
+		}
+	})
 	m.apply(&fx)
 	return p
 }

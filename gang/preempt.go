@@ -86,6 +86,9 @@ func (m *Manager) whyNotEvict(req placement.Resources, node string, victims []ty
 		// The scheduler refuses a kept candidate without victims; it never sends one.
 		return "no victims named"
 	}
+	if reason := m.whyNotEvictUnbound(victims); reason != "" {
+		return reason
+	}
 	evicted := m.boundVictims(victims)
 	if reason := m.whyNotEvictMembers(evicted); reason != "" {
 		return reason
@@ -105,6 +108,19 @@ func (m *Manager) whyNotEvict(req placement.Resources, node string, victims []ty
 		return reason
 	}
 	return "the pod does not fit even with its victims evicted: " + reason
+}
+
+// whyNotEvictUnbound refuses victims that are gang members lockstep has not seen bound: the
+// scheduler counts a member on its node from the moment it sends it to bind, and lockstep holds
+// it there until its quorum commits. Evicting it would take a member from a gang mid-commit, or
+// from a reservation, and leave the gang partial or short.
+func (m *Manager) whyNotEvictUnbound(victims []types.UID) string {
+	for _, uid := range victims {
+		if p, ok := m.ledger.pods[uid]; ok && !p.holds() && gangKeyOf(p) != "" && !p.terminal {
+			return fmt.Sprintf("gang %s: member %s is on its way to bind with its gang's quorum; evicting it would leave the gang partial", gangKeyOf(p), p.key())
+		}
+	}
+	return ""
 }
 
 // boundVictims are the victims lockstep knows bound to a node, on whichever node its record has
@@ -157,7 +173,9 @@ func (m *Manager) whyNotEvictFrom(g *gangInfo, evicted []*podInfo) string {
 	}
 	left := g.counted(spec)
 	for _, p := range evicted {
-		left.remove(p)
+		if !p.going() { // one going is not counted already
+			left.remove(p)
+		}
 	}
 	if left.meets(spec) {
 		return ""

@@ -61,14 +61,16 @@ func (t *tally) tasksLacking(spec *gangspec.Spec) string {
 }
 
 // counted is the tally of the gang's bound members that count toward quorum under its match
-// policy: none under only-waiting.
+// policy: none under only-waiting. Members on their way out (evicted, deleted) do not count: a
+// gang preempted whole still shows them bound while they terminate, and its replacements must
+// gather a quorum again rather than bind one by one beside members about to go.
 func (g *gangInfo) counted(spec *gangspec.Spec) tally {
 	var t tally
 	if spec.Policy == gangspec.OnlyWaiting {
 		return t
 	}
 	for _, p := range g.members {
-		if p.holds() {
+		if p.holds() && !p.going() {
 			t.add(p)
 		}
 	}
@@ -76,13 +78,24 @@ func (g *gangInfo) counted(spec *gangspec.Spec) tally {
 }
 
 // satisfied reports whether the gang's members schedule as ordinary pods: its quorum is bound,
-// or (once-satisfied) was bound once.
+// or (once-satisfied) was bound once and some member of it still runs. A once-satisfied gang
+// whose every bound member is gone or going starts over.
 func (g *gangInfo) satisfied(spec *gangspec.Spec) bool {
-	if spec.Policy == gangspec.OnceSatisfied && g.satisfiedOnce {
+	if spec.Policy == gangspec.OnceSatisfied && g.satisfiedOnce && g.anyStaying() {
 		return true
 	}
 	t := g.counted(spec) // empty under only-waiting: never satisfied
 	return t.meets(spec)
+}
+
+// anyStaying reports whether a member holds a node and is not on its way out.
+func (g *gangInfo) anyStaying() bool {
+	for _, p := range g.members {
+		if p.holds() && !p.going() {
+			return true
+		}
+	}
+	return false
 }
 
 // noteBound remembers, for once-satisfied gangs, that the quorum was bound.

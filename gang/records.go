@@ -36,6 +36,9 @@ type podInfo struct {
 	// PriorityClass (0 without one); preemptNever is preemptionPolicy: Never.
 	priority     int32
 	preemptNever bool
+	// nodeRules are a gang member's nodeSelector, required node affinity and tolerations
+	// (noderules.go); nil for an ordinary pod, which the scheduler alone places.
+	nodeRules *nodeRules
 	// keepExtras: the pod's own opt-out (wellknown.AnnotationKeepExtras) from being taken back
 	// while beyond its gang's quorum (extras.go).
 	keepExtras bool
@@ -99,8 +102,11 @@ type nodeInfo struct {
 	// binding is what ordinary binds on their way to the apiserver will take: the scheduler
 	// binds pods in parallel, and a takeover decided for one must see the others (takeover.go).
 	binding placement.Resources
-	// softTaints are the node's PreferNoSchedule taints, which rank nodes on the shortlist.
-	softTaints []corev1.Taint
+	// softTaints are the node's PreferNoSchedule taints, which rank nodes on the shortlist;
+	// hardTaints its NoSchedule and NoExecute ones, which keep members off it (noderules.go).
+	softTaints, hardTaints []corev1.Taint
+	// object is the node's name and labels, what members' node affinity matches against.
+	object *corev1.Node
 	// topo is the node's GPU topology (see package gpu for where it comes from); nil without GPUs.
 	topo *gpu.Topology
 	// gpuIndices are topo's GPU indices, ascending, kept to spare an allocation per score.
@@ -247,6 +253,9 @@ func newPodInfoOf(pod *corev1.Pod, ms gangspec.Membership) *podInfo {
 	p.gangName, p.task, p.group, p.inline, p.markerErr = ms.Gang, ms.Task, ms.Group, ms.Spec, ms.Err
 	p.topology = ruleOf(ms.Topology)
 	p.keepExtras = ms.KeepExtras
+	if ms.Gang != "" {
+		p.nodeRules = nodeRulesOf(pod)
+	}
 	p.ownQueue = ms.Queue
 	p.spec, p.specErr = p.inline, p.markerErr
 	if raw, ok := pod.Annotations[wellknown.AnnotationGPUIDs]; ok && p.requests.GPU > 0 {

@@ -52,7 +52,7 @@ func (m *Manager) holdForStarvingLocked(fx *effects) {
 		if !w.waiting || !m.starving(w.g) {
 			continue
 		}
-		toPlace := planMembers(w.quorum, nil)
+		toPlace := m.planMembers(w.quorum, nil)
 		if h := m.planHold(w.g, w.quorum, toPlace); h != nil {
 			in, plan, heldBy := m.planQuorum(w.g, toPlace, everyOther(w.g.key))
 			m.holdLocked(w.g, h, m.holdWords(w.g, h, m.shortfall(w.g, in, plan, heldBy)))
@@ -121,7 +121,9 @@ func (m *Manager) holdWords(g *gangInfo, res *reservation, why string) string {
 	names := make([]string, 0, len(nodes))
 	for n := range nodes {
 		names = append(names, n)
-		free = free.Add(m.ledger.nodes[n].free())
+		if node := m.ledger.nodes[n]; node != nil { // a node deleted since the hold was planned
+			free = free.Add(node.free())
+		}
 	}
 	sort.Strings(names)
 	return fmt.Sprintf("%s; it has waited %s for capacity, past --starvation-threshold %s, so lockstep holds nodes %s for its quorum as capacity frees there (%d of %d nvidia.com/gpu free now), keeping pods of equal or lower priority off it",

@@ -200,11 +200,11 @@ func (m *Manager) putBackSpared(g *gangInfo, members []placement.Member, chosen 
 func (m *Manager) admitForPreemption(pod *corev1.Pod, ms gangspec.Membership) {
 	info := newPodInfoOf(pod, ms)
 	var fx effects
-	m.mu.Lock()
-	if p, err := m.ledger.takeInFromScheduler(info); err == nil {
-		m.admitForPreemptionLocked(p, &fx)
-	}
-	m.mu.Unlock()
+	m.locked(func() {
+		if p, err := m.ledger.takeInFromScheduler(info); err == nil {
+			m.admitForPreemptionLocked(p, &fx)
+		}
+	})
 	m.apply(&fx)
 }
 
