@@ -247,7 +247,7 @@ func TestBindingsShareTheSchedulersPriorityLevel(t *testing.T) {
 		resp.Body.Close()
 		return resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
 	}
-	s.create(podSpec{name: "plain", nodeSelector: unplaceable}.pod())
+	s.create(podSpec{name: "plain", affinity: unplaceable}.pod())
 	require.Equal(t, string(fs.UID), flowSchemaOf(http.MethodGet, "/api/v1/namespaces/"+s.ns+"/pods/plain"), "a pod read")
 	require.Equal(t, string(fs.UID), flowSchemaOf(http.MethodPost, "/api/v1/namespaces/"+s.ns+"/pods/plain/binding"), "a binding (this one malformed, refused after matching)")
 	require.NotEqual(t, string(fs.UID), flowSchemaOf(http.MethodGet, "/api/v1/namespaces/"+s.ns+"/pods"), "lists stay where they were")

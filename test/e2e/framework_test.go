@@ -108,6 +108,7 @@ type podSpec struct {
 	waitingTime  string
 	nodeName     string
 	nodeSelector map[string]string
+	affinity     *corev1.Affinity
 	annotations  map[string]string
 }
 
@@ -125,15 +126,40 @@ func (ps podSpec) pod() *corev1.Pod {
 	for k, v := range ps.nodeSelector {
 		b.NodeSelector(k, v)
 	}
+	if ps.affinity != nil {
+		b.Affinity(ps.affinity)
+	}
 	for k, v := range ps.annotations {
 		b.Annotation(k, v)
 	}
 	return b.Obj()
 }
 
-// unplaceable keeps a pod out of every node by the scheduler's own filters, so its gang holds a
-// reservation that cannot complete: the way to observe a gang mid-flight.
-var unplaceable = map[string]string{"lockstep.e2e/never": "true"}
+// behindBeacon keeps a pod off every node until a pod labelled key=value runs there (openNodes):
+// a rule of the scheduler's own that lockstep does not model, so lockstep plans the pod's gang as
+// if it could go. A nodeSelector would not do: lockstep plans members only on nodes their own
+// node rules allow.
+func behindBeacon(key, value string) *corev1.Affinity {
+	return &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{key: value}},
+		TopologyKey:   corev1.LabelHostname,
+	}}}}
+}
+
+// openNodes runs a beacon pod labelled key=value on each of the scenario's nodes, bound directly
+// as a static pod is: pods behindBeacon(key, value) may go there from then on.
+func (s *scenario) openNodes(key, value string) {
+	s.t.Helper()
+	for i, node := range s.nodes {
+		p := podSpec{name: fmt.Sprintf("beacon-%s-%d", value, i), nodeName: node}.pod()
+		p.Labels = map[string]string{key: value}
+		s.create(p)
+	}
+}
+
+// unplaceable keeps a pod out of every node for good (no beacon is ever opened), so its gang
+// holds a reservation that cannot complete: the way to observe a gang mid-flight.
+var unplaceable = behindBeacon("lockstep.e2e/never", "true")
 
 func (s *scenario) pods() []corev1.Pod {
 	s.t.Helper()

@@ -136,7 +136,7 @@ func TestOrdinaryPodsNeverTakeReservedGPUs(t *testing.T) {
 	s := newScenario(t, 4, 2)
 	s.create(podSpec{name: "held-0", gpus: 2, gang: "held", minAvailable: 3, waitingTime: "3m"}.pod())
 	s.create(podSpec{name: "held-1", gpus: 2, gang: "held", minAvailable: 3, waitingTime: "3m"}.pod())
-	s.create(podSpec{name: "held-2", gpus: 2, gang: "held", minAvailable: 3, waitingTime: "3m", nodeSelector: unplaceable}.pod())
+	s.create(podSpec{name: "held-2", gpus: 2, gang: "held", minAvailable: 3, waitingTime: "3m", affinity: unplaceable}.pod())
 	reserved := s.waitForWaitingMembers("held", 2)
 	require.Len(t, reserved, 3, "the gang reserves a node for each of its 3 members")
 
@@ -174,7 +174,7 @@ func TestRestartMidGangLeavesNoPartialGang(t *testing.T) {
 	for i := range 3 {
 		s.create(podSpec{name: fmt.Sprintf("phoenix-%d", i), gpus: 2, gang: "phoenix", minAvailable: 4, waitingTime: "3m"}.pod())
 	}
-	s.create(podSpec{name: "phoenix-3", gpus: 2, gang: "phoenix", minAvailable: 4, waitingTime: "3m", nodeSelector: unplaceable}.pod())
+	s.create(podSpec{name: "phoenix-3", gpus: 2, gang: "phoenix", minAvailable: 4, waitingTime: "3m", affinity: unplaceable}.pod())
 	s.waitForWaitingMembers("phoenix", 3)
 
 	env.lockstep.Kill()
@@ -205,7 +205,7 @@ func TestExpiredReservationLetsNextGangThrough(t *testing.T) {
 	for i := range 3 {
 		s.create(podSpec{name: fmt.Sprintf("stuck-%d", i), gpus: 2, gang: "stuck", minAvailable: 4, waitingTime: "15s"}.pod())
 	}
-	s.create(podSpec{name: "stuck-3", gpus: 2, gang: "stuck", minAvailable: 4, waitingTime: "15s", nodeSelector: unplaceable}.pod())
+	s.create(podSpec{name: "stuck-3", gpus: 2, gang: "stuck", minAvailable: 4, waitingTime: "15s", affinity: unplaceable}.pod())
 	s.eventually(60*time.Second, "gang stuck to reserve", func() bool { return s.gangs()["stuck"].Phase == gang.PhaseReserving })
 
 	s.create(podSpec{name: "next-0", gpus: 2, gang: "next", minAvailable: 2}.pod())

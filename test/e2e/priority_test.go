@@ -13,7 +13,6 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-sched/lockstep/gang"
 )
@@ -66,7 +65,7 @@ func (s *scenario) reserveStuck(name string, members, gpus int) {
 	for i := members - 1; i >= 0; i-- {
 		ps := podSpec{name: fmt.Sprintf("%s-%d", name, i), gpus: gpus, gang: name, minAvailable: members, waitingTime: "10m"}
 		if i == members-1 {
-			ps.nodeSelector = unplaceable
+			ps.affinity = unplaceable
 		}
 		s.create(s.withPriority(ps.pod(), "e2e-low"))
 	}
@@ -187,17 +186,17 @@ func (s *scenario) streamSmallPods(n int, life time.Duration) (stop func()) {
 
 // Four gangs of 6 x 1 GPU, min-available 3, on 3 nodes x 4 GPUs: 24 members want 12 GPUs, and
 // every gang's quorum binds before any gang gets a fourth member. Gangs b, c and d can use no node
-// until the nodes are labelled (so that a comes first, the worst case); lockstep counts their
+// until a beacon pod runs on each (so that a comes first, the worst case); lockstep counts their
 // quorums as waiting all the same, and a's members beyond its quorum leave room for them.
 func TestQuorumsBindBeforeExtras(t *testing.T) {
 	s := newScenario(t, 3, 4)
-	pool := map[string]string{"lockstep.e2e/pool": "gpu"}
+	pool := behindBeacon("lockstep.e2e/pool", "gpu")
 	create := func(g string) {
 		for i := range 6 {
 			ps := podSpec{name: fmt.Sprintf("%s-%d", g, i), gpus: 1, gang: g, minAvailable: 3,
 				annotations: map[string]string{"gang.scheduling.koordinator.sh/total-number": "6"}}
 			if g != "a" {
-				ps.nodeSelector = pool
+				ps.affinity = pool
 			}
 			s.create(ps.pod())
 		}
@@ -218,11 +217,7 @@ func TestQuorumsBindBeforeExtras(t *testing.T) {
 	})
 	require.Equal(t, 3, s.boundIn("a-"), "a's members beyond its quorum leave the others' quorums alone")
 
-	for _, node := range s.nodes {
-		patch := `{"metadata":{"labels":{"lockstep.e2e/pool":"gpu"}}}`
-		_, err := env.client.CoreV1().Nodes().Patch(s.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		require.NoError(t, err)
-	}
+	s.openNodes("lockstep.e2e/pool", "gpu")
 	s.eventually(90*time.Second, "every gang's quorum bound", func() bool {
 		return s.boundIn("b-") == 3 && s.boundIn("c-") == 3 && s.boundIn("d-") == 3
 	})

@@ -17,7 +17,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-sched/lockstep/gang"
@@ -264,11 +263,11 @@ func TestLeaderKilledMidGangHandsOverWithoutPartialGang(t *testing.T) {
 		return leading(leader.lockstep) == "1" && leading(standby.lockstep) == "0"
 	})
 
-	ready := map[string]string{"lockstep.e2e/ha": "ready"}
+	ready := behindBeacon("lockstep.e2e/ha", "ready")
 	for i := range 4 {
 		ps := podSpec{name: fmt.Sprintf("ring-%d", i), gpus: 2, gang: "ring", minAvailable: 4}
 		if i >= 2 {
-			ps.nodeSelector = ready // no node has it yet: these two never reach lockstep
+			ps.affinity = ready // no node has a beacon yet: these two never reach lockstep
 		}
 		p := ps.pod()
 		p.Spec.SchedulerName = schedulerName
@@ -291,11 +290,7 @@ func TestLeaderKilledMidGangHandsOverWithoutPartialGang(t *testing.T) {
 
 	killed := time.Now()
 	leader.kill()
-	for _, node := range s.nodes {
-		patch := `{"metadata":{"labels":{"lockstep.e2e/ha":"ready"}}}`
-		_, err := env.client.CoreV1().Nodes().Patch(s.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		require.NoError(t, err)
-	}
+	s.openNodes("lockstep.e2e/ha", "ready")
 	s.eventually(30*time.Second, "the standby's scheduler to take the Lease", func() bool {
 		return strings.HasPrefix(s.leaseHolder(lease), standby.host+"_")
 	})
