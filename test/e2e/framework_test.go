@@ -70,14 +70,19 @@ func newScenarioWithNodes(t *testing.T, nodes ...cluster.NodeSpec) *scenario {
 		}
 		s.deleteAllPods()
 		s.assertNothingLeftBehind()
-		bg := context.Background()
-		for _, name := range s.nodes {
-			_ = env.client.CoreV1().Nodes().Delete(bg, name, metav1.DeleteOptions{})
-		}
-		_ = env.client.CoreV1().Namespaces().Delete(bg, s.ns, metav1.DeleteOptions{})
+		s.removeNodesAndNamespace()
 		cancel()
 	})
 	return s
+}
+
+// removeNodesAndNamespace deletes what the scenario created around its pods, without waiting.
+func (s *scenario) removeNodesAndNamespace() {
+	bg := context.Background()
+	for _, name := range s.nodes {
+		_ = env.client.CoreV1().Nodes().Delete(bg, name, metav1.DeleteOptions{})
+	}
+	_ = env.client.CoreV1().Namespaces().Delete(bg, s.ns, metav1.DeleteOptions{})
 }
 
 // createExample creates the pods a controller would make from an examples/ file.

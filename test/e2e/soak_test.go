@@ -410,11 +410,7 @@ func newSoakScenario(t *testing.T) *scenario {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		s.deleteAllPods()
-		bg := context.Background()
-		for _, name := range s.nodes {
-			_ = env.client.CoreV1().Nodes().Delete(bg, name, metav1.DeleteOptions{})
-		}
-		_ = env.client.CoreV1().Namespaces().Delete(bg, s.ns, metav1.DeleteOptions{})
+		s.removeNodesAndNamespace()
 		cancel()
 	})
 	return s
