@@ -5,7 +5,7 @@
 #   make bench  verb latency, allocations and memory, then throughput through the real scheduler
 GO ?= go
 
-.PHONY: all build test unit fuzz e2e soak demo bench bench-throughput bench-packing control-plane scheduler-plugins training-operator volcano helm mpi-operator kueue arena tools vet fmt image clean
+.PHONY: all build test unit fuzz e2e soak demo bench bench-throughput bench-packing control-plane scheduler-plugins vc-scheduler koord-scheduler training-operator volcano helm mpi-operator kueue arena tools vet fmt image clean
 
 all: build
 
@@ -23,6 +23,19 @@ control-plane:
 # bench targets need it: `make test` does not build it.
 scheduler-plugins:
 	bash hack/build-scheduler-plugins.sh
+
+# Volcano v1.10.0's scheduler, which `make bench` compares lockstep with, built once from
+# test/tools/volcano (the controller-manager's module) into bin/vc-scheduler (about 2 minutes the
+# first time, once the controller-manager is built). The bench runs the controller-manager's
+# PodGroup controller beside it, as a Volcano install does.
+vc-scheduler:
+	bash hack/build-vc-scheduler.sh
+
+# Koordinator v1.8.0's koord-scheduler, which `make bench` compares lockstep with, built once from
+# test/tools/koordinator into bin/koord-scheduler (about 9 minutes the first time). Only the bench
+# targets need these two: `make test` does not build them.
+koord-scheduler:
+	bash hack/build-koord-scheduler.sh
 
 # The Kubeflow training-operator v1.8.1, built once from test/tools/training-operator into
 # bin/training-operator (about 2 minutes the first time). The end-to-end suite runs it to check
@@ -104,18 +117,24 @@ test: vet control-plane unit fuzz e2e
 demo: control-plane
 	$(GO) run ./test/cmd/demo
 
+# The schedulers the throughput bench compares lockstep with, and what runs beside them.
+BENCH_TOOLS = control-plane scheduler-plugins volcano vc-scheduler koord-scheduler
+
 # Throughput runs twice: with the schedulers as shipped (kube-scheduler's client at its default
 # 50 requests/s, which caps the scheduler alone), then with every scheduler's client limit lifted,
-# where each is bound by CPU alone.
-bench: control-plane scheduler-plugins
+# where each is bound by CPU alone. Then the openb trace workload: mixed gangs arriving over time,
+# until the first gang that cannot be placed.
+bench: $(BENCH_TOOLS)
 	$(GO) run ./test/cmd/verbbench
 	$(GO) run ./test/cmd/queuebench
 	$(GO) run ./test/cmd/throughput
 	$(GO) run ./test/cmd/throughput -scheduler-qps 1000
+	$(GO) run ./test/cmd/throughput -workload trace
 
-# Throughput and gang latency through the real kube-scheduler: alone, with lockstep, and
-# scheduler-plugins' coscheduling. Flags: make bench-throughput ARGS="-nodes 100 -ordinary 400 -gangs 25"
-bench-throughput: control-plane scheduler-plugins
+# Throughput and gang latency through the real kube-scheduler: alone, with lockstep,
+# scheduler-plugins' coscheduling, Volcano's scheduler and koord-scheduler.
+# Flags: make bench-throughput ARGS="-nodes 100 -ordinary 400 -gangs 25" (or ARGS="-workload trace")
+bench-throughput: $(BENCH_TOOLS)
 	$(GO) run ./test/cmd/throughput $(ARGS)
 
 bench-packing:

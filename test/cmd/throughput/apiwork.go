@@ -110,6 +110,16 @@ func countSlow(work apiWork, h *dto.Histogram) {
 
 const slowPrefix = "bindings answered after "
 
+// perPodFloor is how much per 1,000 pods a row of the work table needs in some mode to be shown.
+// Watches and their events need more: a scheduler that starts informers for some forty kinds
+// (koord-scheduler) opens a watch and gets a few events of each when it starts, nothing per pod.
+func perPodFloor(key string) float64 {
+	if strings.HasPrefix(key, "watch events sent: ") || strings.HasPrefix(key, "request WATCH ") {
+		return 5
+	}
+	return 0.5
+}
+
 func slowKey(bound float64) string { return fmt.Sprintf("%s%gs", slowPrefix, bound) }
 
 func (w apiWork) since(before apiWork) apiWork {
@@ -157,7 +167,7 @@ func printAPIPhase(out io.Writer, results []result, phase string) {
 		if strings.HasPrefix(k, slowPrefix) {
 			continue // counted whole below: rare, and what matters is that there are any
 		}
-		if !slices.ContainsFunc(costs, func(c cost) bool { return 1000*c.api[k]/float64(c.pods) >= 0.5 }) {
+		if !slices.ContainsFunc(costs, func(c cost) bool { return 1000*c.api[k]/float64(c.pods) >= perPodFloor(k) }) {
 			continue // the apiserver's housekeeping: nothing per pod in any mode
 		}
 		fmt.Fprintf(tw, "%s\t", k)

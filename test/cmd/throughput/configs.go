@@ -187,3 +187,124 @@ func established(crd *unstructured.Unstructured) bool {
 	}
 	return false
 }
+
+// koordPlugins are the plugins koord-scheduler v1.8.0 adds to kube-scheduler's
+// (cmd/koord-scheduler/main.go). Its profile here keeps Coscheduling alone of them: the others need
+// what koordlet reports (NodeMetrics for LoadAwareScheduling, Device objects for DeviceShare, NUMA
+// topologies for NodeNUMAResource) or quota objects, none of which a cluster without koordlet has.
+var koordPlugins = []string{"LoadAwareScheduling", "NodeNUMAResource", "Reservation", "Coscheduling", "DeviceShare",
+	"ElasticQuota", "DefaultPreBind", "NodeResourcesFitPlus", "ScarceResourceAvoidance", "SchedulingHint"}
+
+// koordSampleKey is the data key of Koordinator's scheduler ConfigMap
+// (config/manager/scheduler-config.yaml) that holds the KubeSchedulerConfiguration.
+const koordSampleKey = "koord-scheduler-config"
+
+// writeKoordConfig writes koord-scheduler's configuration into dir: the stock configuration (the
+// shipped one without extenders, with -scheduler-qps applied) with its profiles replaced by the
+// koord-scheduler profile of Koordinator's own ConfigMap (sample), trimmed by koordProfile.
+func writeKoordConfig(stock, sample, dir string) (string, error) {
+	doc, err := readYAML(stock)
+	if err != nil {
+		return "", err
+	}
+	cm, err := readYAML(sample)
+	if err != nil {
+		return "", err
+	}
+	data, _ := cm["data"].(map[string]any)
+	text, _ := data[koordSampleKey].(string)
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil || cfg == nil {
+		return "", fmt.Errorf("%s: data.%s is not a KubeSchedulerConfiguration: %v", sample, koordSampleKey, err)
+	}
+	profile, err := koordProfile(cfg["profiles"])
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", sample, err)
+	}
+	doc["profiles"] = []any{profile}
+	out := filepath.Join(dir, "koord-scheduler.yaml")
+	return out, writeYAML(out, doc)
+}
+
+// koordProfile is the koord-scheduler profile of Koordinator's configuration with Coscheduling at
+// every extension point it has it (weights and order kept) and every other Koordinator plugin
+// taken out, along with their pluginConfig; kube-scheduler's own plugins and the disabled lists
+// stay as Koordinator wrote them.
+func koordProfile(profiles any) (map[string]any, error) {
+	list, _ := profiles.([]any)
+	for _, p := range list {
+		profile, _ := p.(map[string]any)
+		if profile["schedulerName"] != koordSchedulerName {
+			continue
+		}
+		out := map[string]any{"schedulerName": koordSchedulerName}
+		plugins, _ := profile["plugins"].(map[string]any)
+		kept := map[string]any{}
+		for point, set := range plugins {
+			if s := keepPlugins(set); s != nil {
+				kept[point] = s
+			}
+		}
+		if !hasCoscheduling(kept) {
+			return nil, fmt.Errorf("profile %s enables Coscheduling nowhere", koordSchedulerName)
+		}
+		out["plugins"] = kept
+		if cfgs := keepPluginConfig(profile["pluginConfig"]); len(cfgs) > 0 {
+			out["pluginConfig"] = cfgs
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("no profile for %s", koordSchedulerName)
+}
+
+// isKoordOnly says whether a plugin is one of Koordinator's other than Coscheduling.
+func isKoordOnly(name any) bool {
+	return name != "Coscheduling" && slices.Contains(koordPlugins, fmt.Sprint(name))
+}
+
+// keepPlugins is one extension point's set without Koordinator's other plugins; nil when nothing
+// is left enabled or disabled.
+func keepPlugins(set any) map[string]any {
+	m, _ := set.(map[string]any)
+	out := map[string]any{}
+	enabled, _ := m["enabled"].([]any)
+	var keep []any
+	for _, e := range enabled {
+		if p, _ := e.(map[string]any); !isKoordOnly(p["name"]) {
+			keep = append(keep, e)
+		}
+	}
+	if len(keep) > 0 {
+		out["enabled"] = keep
+	}
+	if d, ok := m["disabled"]; ok && len(keep) > 0 {
+		out["disabled"] = d
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func hasCoscheduling(plugins map[string]any) bool {
+	for _, set := range plugins {
+		enabled, _ := set.(map[string]any)["enabled"].([]any)
+		for _, e := range enabled {
+			if p, _ := e.(map[string]any); p["name"] == "Coscheduling" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func keepPluginConfig(cfgs any) []any {
+	list, _ := cfgs.([]any)
+	var out []any
+	for _, c := range list {
+		if m, _ := c.(map[string]any); !isKoordOnly(m["name"]) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

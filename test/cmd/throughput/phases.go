@@ -37,26 +37,24 @@ func (r stretch) rate(total int) rate {
 // ordinaryPhase: ordinary pods created while no scheduler runs, then the scheduler starts and binds
 // them; pods/s from its readiness to the last bind.
 func (b *bench) ordinaryPhase(ctx context.Context, m mode, ls *harness.Lockstep, res *result) error {
-	r, err := b.createAndSchedule(ctx, m, ls, "ordinary", b.w.ordinaryPods())
+	r, err := b.createAndSchedule(ctx, m, ls, "ordinary", b.w.ordinaryPods(m.dialect))
 	if err != nil {
 		return err
 	}
-	b.c.StopScheduler()
+	m.sched.stop()
 	res.ordinary = r.rate(b.w.ordinary)
 	res.costs = append(res.costs, r.cost)
 	return b.dropUnbound(ctx, "ordinary pods", r, res)
 }
 
-// gangPhase: the scheduler stops, the gangs are created (with their PodGroups in the coscheduling
-// mode), and the scheduler starts again. It keeps running for the idle phase.
+// gangPhase: the scheduler stops, the gangs are created (with their PodGroups in the dialects that
+// have them), and the scheduler starts again. It keeps running for the idle phase.
 func (b *bench) gangPhase(ctx context.Context, m mode, ls *harness.Lockstep, res *result) error {
 	gangs := b.w.gangNames()
-	if m.podGroups {
-		if err := b.w.createPodGroups(ctx, b.dyn, gangs); err != nil {
-			return err
-		}
+	if err := b.w.createPodGroups(ctx, b.dyn, m.dialect, gangs); err != nil {
+		return err
 	}
-	r, err := b.createAndSchedule(ctx, m, ls, "gangs", b.w.gangPods(m.podGroups))
+	r, err := b.createAndSchedule(ctx, m, ls, "gangs", b.w.gangPods(m.dialect))
 	if err != nil {
 		return err
 	}
@@ -73,7 +71,8 @@ func (b *bench) gangPhase(ctx context.Context, m mode, ls *harness.Lockstep, res
 }
 
 // createAndSchedule creates pods while no scheduler runs and waits until this program's informer
-// has them all, then schedules them (see scheduleAll).
+// has them all (in Volcano's dialect, with the PodGroups its controller makes for pods outside a
+// gang), then schedules them (see scheduleAll).
 func (b *bench) createAndSchedule(ctx context.Context, m mode, ls *harness.Lockstep, phase string, pods []*corev1.Pod) (stretch, error) {
 	names := make([]string, len(pods))
 	for i, p := range pods {
@@ -85,19 +84,24 @@ func (b *bench) createAndSchedule(ctx context.Context, m mode, ls *harness.Locks
 	if err := b.binds.awaitStore(ctx, names, true); err != nil {
 		return stretch{}, err
 	}
+	if m.dialect == volcanoPodGroup {
+		if err := b.binds.awaitAnnotated(ctx, names, volcanoGroupAnnotation); err != nil {
+			return stretch{}, err
+		}
+	}
 	return b.scheduleAll(ctx, m, ls, phase, names)
 }
 
 // scheduleAll starts the scheduler on a settled cluster and waits until the named pods are bound
 // or none binds for the stall time. The scheduler is left running.
 func (b *bench) scheduleAll(ctx context.Context, m mode, ls *harness.Lockstep, phase string, names []string) (stretch, error) {
-	b.settle(ctx, ls)
-	ready, err := b.startScheduler(ctx, m, ls)
+	b.settle(ctx, m, ls)
+	ready, err := b.startScheduler(ctx, m)
 	if err != nil {
 		return stretch{}, err
 	}
-	meter := b.meter(ctx, ls)
-	profiles := b.prof.start(ctx, m.key+"-"+phase, b.profileURLs(ls))
+	meter := b.meter(ctx, m, ls)
+	profiles := b.prof.start(ctx, m.key+"-"+phase, b.profileURLs(m, ls))
 	at, unbound := b.binds.awaitBound(ctx, names, ready, b.stall)
 	r := stretch{start: ready, end: time.Now(), at: at, unbound: unbound, cost: meter.stop(ctx, m.key, phase, len(at))}
 	for _, t := range at {
@@ -135,7 +139,7 @@ func (b *bench) deletePods(ctx context.Context, names []string) error {
 // members back to back, and timed from the last member's Create returning to its last member
 // seen bound; then it is deleted. It returns how many pods the apiserver showed bound.
 func (b *bench) idlePhase(ctx context.Context, m mode, ls *harness.Lockstep, res *result) (int, error) {
-	meter := b.meter(ctx, ls)
+	meter := b.meter(ctx, m, ls)
 	bound := 0
 	for s := range b.w.idleSamples {
 		gang := b.w.idleGangName(s)
@@ -151,15 +155,13 @@ func (b *bench) idlePhase(ctx context.Context, m mode, ls *harness.Lockstep, res
 }
 
 func (b *bench) idleSample(ctx context.Context, m mode, ls *harness.Lockstep, gang string, res *result) (bound int, stalled bool, err error) {
-	b.settle(ctx, ls)
+	b.settle(ctx, m, ls)
 	members := b.w.members(gang)
-	if m.podGroups {
-		if err := b.w.createPodGroups(ctx, b.dyn, []string{gang}); err != nil {
-			return 0, false, err
-		}
+	if err := b.w.createPodGroups(ctx, b.dyn, m.dialect, []string{gang}); err != nil {
+		return 0, false, err
 	}
 	for _, name := range members {
-		if _, err := b.client.CoreV1().Pods(namespace).Create(ctx, b.w.gangPod(name, gang, m.podGroups), metav1.CreateOptions{}); err != nil {
+		if _, err := b.client.CoreV1().Pods(namespace).Create(ctx, b.w.gangPod(name, gang, m.dialect), metav1.CreateOptions{}); err != nil {
 			return 0, false, err
 		}
 	}
@@ -178,10 +180,7 @@ func (b *bench) idleSample(ctx context.Context, m mode, ls *harness.Lockstep, ga
 	if err := b.deletePods(ctx, members); err != nil {
 		return bound, false, err
 	}
-	if m.podGroups {
-		err = b.dyn.Resource(podGroupResource).Namespace(namespace).Delete(ctx, gang, metav1.DeleteOptions{})
-	}
-	return bound, len(unbound) > 0, err
+	return bound, len(unbound) > 0, m.dialect.deletePodGroup(ctx, b.dyn, gang)
 }
 
 // memberTimes are the bind times of a gang's bound members, earliest first.
@@ -209,9 +208,10 @@ func partialTime(sorted []time.Time, need int, end time.Time) time.Duration {
 	}
 }
 
-// profileURLs are the processes a phase profiles: the scheduler, and lockstep when it runs.
-func (b *bench) profileURLs(ls *harness.Lockstep) map[string]string {
-	urls := map[string]string{"scheduler": b.c.SchedulerURL(), apiserverProfile: b.c.Server}
+// profileURLs are the processes a phase profiles: the scheduler (those that serve profiles),
+// kube-apiserver, and lockstep when it runs.
+func (b *bench) profileURLs(m mode, ls *harness.Lockstep) map[string]string {
+	urls := map[string]string{"scheduler": m.sched.url(), apiserverProfile: b.c.Server}
 	if ls != nil {
 		urls["lockstep"] = ls.DebugURL
 	}
@@ -238,17 +238,16 @@ type costMeter struct {
 }
 
 // costComponents are the processes a cost is reported for, in the table's order.
-var costComponents = []string{"scheduler", "lockstep", "kube-apiserver", "etcd", "bench client"}
+var costComponents = []string{"scheduler", "lockstep", vcControllerManager, "kube-apiserver", "etcd", "bench client"}
 
-func (b *bench) meter(ctx context.Context, ls *harness.Lockstep) *costMeter {
+func (b *bench) meter(ctx context.Context, m mode, ls *harness.Lockstep) *costMeter {
 	mt := &costMeter{began: time.Now(), ticks: map[string]int64{}, api: b.api, pids: map[string]int{
-		"scheduler":      b.c.Pid(cluster.KubeScheduler),
 		"kube-apiserver": b.c.Pid(cluster.KubeAPIServer),
 		"etcd":           b.c.Pid(cluster.Etcd),
 		"bench client":   os.Getpid(),
 	}}
-	if ls != nil {
-		mt.pids["lockstep"] = ls.Pid()
+	for name, pid := range m.pids(ls) {
+		mt.pids[name] = pid
 	}
 	for name, pid := range mt.pids {
 		mt.ticks[name] = procstat.CPUTicks(pid)

@@ -15,7 +15,7 @@ import (
 func printResults(out io.Writer, w workload, results []result) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tordinary pods/s\tgang pods/s\tgang done p50\tgang done p99\tmax partial gang\t"+
-		"idle gang p50\tidle gang p99\tlockstep CPU s\tlockstep peak MB\tstalls\tfalse binds\t")
+		"idle gang p50\tidle gang p99\tCPU s\tpeak MB\tstalls\tfalse binds\t")
 	for _, r := range results {
 		if r.err != nil && r.ordinary.total == 0 {
 			fmt.Fprintf(tw, "%s\t(did not run: see below)\t\t\t\t\t\t\t\t\t\t\t\n", r.mode.label)
@@ -25,9 +25,13 @@ func printResults(out io.Writer, w workload, results []result) {
 			perSecond(r.ordinary), perSecond(r.gang),
 			pct(r.gangDone, 50), pct(r.gangDone, 99), seconds(r.maxPartial),
 			pct(r.idle, 50), pct(r.idle, 99),
-			lockstepFigure(r, r.lockstepCPU, 1), lockstepFigure(r, r.peakMB, 0), len(r.stalls), falseBinds(r.falseBinds))
+			cpuTotal(r.procs), peakTotal(r.procs), len(r.stalls), falseBinds(r.falseBinds))
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(out, "CPU s and peak MB: the mode's own processes together (scheduler, lockstep, Volcano's controller-manager) over the whole mode,")
+	fmt.Fprintln(out, "each from its readiness to its stop (start-up left out); peak MB adds each process's highest resident memory. Each process")
+	fmt.Fprintln(out, "on its own is in the table below.")
+	printProcesses(out, results)
 	fmt.Fprintf(out, "pods/s: pods bound / (last bind - scheduler ready); * = not all %d ordinary or %d gang pods bound (see stalls).\n",
 		w.ordinary, w.gangs*w.gangSize)
 	fmt.Fprintln(out, "gang done: scheduler ready to the gang's last bind. partial: first to min-available-th bind of one gang "+
@@ -108,9 +112,11 @@ func printTargets(out io.Writer, w workload, results []result) {
 		verdict(ratio >= 0.8, fmt.Sprintf("ordinary pods/s with lockstep >= 80%% of kube-scheduler alone (%d nodes)", w.nodes),
 			fmt.Sprintf("%.0f%% (%s vs %s)", 100*ratio, perSecond(ls.ordinary), perSecond(stock.ordinary)))
 	}
-	if sp, ok := byKey["coscheduling"]; ok && sp.err == nil {
-		verdict(ls.gang.perSecond() > sp.gang.perSecond(), "gang pods/s with lockstep ahead of scheduler-plugins",
-			fmt.Sprintf("%s vs %s", perSecond(ls.gang), perSecond(sp.gang)))
+	for _, peer := range []string{"coscheduling", "volcano", "koordinator"} {
+		if p, ok := byKey[peer]; ok && p.err == nil {
+			verdict(ls.gang.perSecond() > p.gang.perSecond(), "gang pods/s with lockstep ahead of "+p.mode.label,
+				fmt.Sprintf("%s vs %s", perSecond(ls.gang), perSecond(p.gang)))
+		}
 	}
 	verdict(len(ls.idle) > 0 && percentile(ls.idle, 99) < time.Second, "idle gang latency p99 < 1s with lockstep", pct(ls.idle, 99))
 }
@@ -159,11 +165,40 @@ func seconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + "s"
 }
 
-func lockstepFigure(r result, v float64, decimals int) string {
-	if !r.mode.lockstep {
+// printProcesses is what each process of each mode cost over the mode: its CPU seconds over all
+// its runs (a scheduler runs once per phase) and the most resident memory one run reached.
+func printProcesses(out io.Writer, results []result) {
+	fmt.Fprintln(out, "\nEach mode's own processes over the whole mode, every run from its readiness to its stop (a scheduler runs once per phase):")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tprocess\tCPU s\tpeak MB\t")
+	for _, r := range results {
+		for _, p := range r.procs {
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.0f\t\n", r.mode.key, p.name, p.cpu, p.peakMB)
+		}
+	}
+	_ = tw.Flush()
+}
+
+func cpuTotal(procs []usage) string {
+	if len(procs) == 0 {
 		return "-"
 	}
-	return strconv.FormatFloat(v, 'f', decimals, 64)
+	total := 0.0
+	for _, p := range procs {
+		total += p.cpu
+	}
+	return strconv.FormatFloat(total, 'f', 1, 64)
+}
+
+func peakTotal(procs []usage) string {
+	if len(procs) == 0 {
+		return "-"
+	}
+	total := 0.0
+	for _, p := range procs {
+		total += max(0, p.peakMB)
+	}
+	return strconv.FormatFloat(total, 'f', 0, 64)
 }
 
 func falseBinds(n *int) string {

@@ -117,10 +117,20 @@ const storeTimeout = 2 * time.Minute
 // awaitStore waits until every named pod is in the informer (present) or none is (!present): the
 // pods just created have arrived, or the ones just deleted are gone.
 func (b *bindWatch) awaitStore(ctx context.Context, names []string, present bool) error {
+	return b.awaitEach(ctx, names, fmt.Sprintf("present=%t in the informer", present), func(_ *corev1.Pod, ok bool) bool {
+		return ok == present
+	})
+}
+
+// awaitEach waits until holds is true of every named pod (nil and !ok when the informer has
+// none of that name); what says what holds means, for the error.
+func (b *bindWatch) awaitEach(ctx context.Context, names []string, what string, holds func(p *corev1.Pod, ok bool) bool) error {
 	missing := func() int {
 		n := 0
 		for _, name := range names {
-			if _, ok, _ := b.store.GetByKey(namespace + "/" + name); ok != present {
+			obj, ok, _ := b.store.GetByKey(namespace + "/" + name)
+			p, _ := obj.(*corev1.Pod)
+			if !holds(p, ok) {
 				n++
 			}
 		}
@@ -130,7 +140,7 @@ func (b *bindWatch) awaitStore(ctx context.Context, names []string, present bool
 		return missing() == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for %d pods to be present=%t in the informer (%d are not): %w", len(names), present, missing(), err)
+		return fmt.Errorf("waiting for %d pods to be %s (%d are not): %w", len(names), what, missing(), err)
 	}
 	return nil
 }
@@ -160,4 +170,21 @@ func (b *bindWatch) whyUnbound(unbound []string) string {
 		}
 	}
 	return fmt.Sprintf("%d unbound, first %s (%s)", len(unbound), first, why)
+}
+
+// awaitAnnotated waits until every named pod carries the annotation key: a controller has done
+// its part for them (Volcano's makes a PodGroup for each pod outside a gang and names it there).
+func (b *bindWatch) awaitAnnotated(ctx context.Context, names []string, key string) error {
+	return b.awaitEach(ctx, names, "annotated "+key, func(p *corev1.Pod, ok bool) bool {
+		return ok && p.Annotations[key] != ""
+	})
+}
+
+// nodeOf is the node a pod is bound to, as the informer has it ("" when unbound or unknown).
+func (b *bindWatch) nodeOf(name string) string {
+	obj, ok, _ := b.store.GetByKey(namespace + "/" + name)
+	if !ok {
+		return ""
+	}
+	return obj.(*corev1.Pod).Spec.NodeName
 }

@@ -8,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -21,14 +19,10 @@ const (
 	namespace = "throughput"
 	// gangLabel names a gang member's gang in every mode, for the bench's own bookkeeping.
 	gangLabel = "throughput.lockstep.dev/gang"
-	// podGroupLabel is what scheduler-plugins' Coscheduling reads (v1alpha1.PodGroupLabel).
-	podGroupLabel = "scheduling.x-k8s.io/pod-group"
 	// writers is how many creates or deletes run at once: enough that the client does not set
 	// the pace of a bulk load through the apiserver.
 	writers = 32
 )
-
-var podGroupResource = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
 
 // workload is the load every mode gets: the same nodes, and pods of the same names and shapes.
 type workload struct {
@@ -66,25 +60,9 @@ func pod(name string, gpus int) *builders.PodBuilder {
 	return builders.Pod(namespace, name).CPU("100m").Memory("256Mi").GPU(int64(gpus)).Label("app", "throughput")
 }
 
-// gangPod is a member of gang. With podGroups it carries scheduler-plugins' label (its PodGroup
-// says minMember); otherwise lockstep's annotations, which the stock scheduler ignores.
-func (w workload) gangPod(name, gang string, podGroups bool) *corev1.Pod {
-	b := pod(name, w.gangGPU).Label(gangLabel, gang)
-	if podGroups {
-		b.Label(podGroupLabel, gang)
-	} else {
-		b.Gang(gang, w.gangSize)
-	}
-	return b.Obj()
-}
-
-func podGroup(name string, minMember int) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": podGroupResource.GroupVersion().String(),
-		"kind":       "PodGroup",
-		"metadata":   map[string]any{"name": name, "namespace": namespace},
-		"spec":       map[string]any{"minMember": int64(minMember)},
-	}}
+// gangPod is a member of gang in the mode's dialect.
+func (w workload) gangPod(name, gang string, d dialect) *corev1.Pod {
+	return d.member(name, gang, w.gangSize, w.gangGPU)
 }
 
 // parallel runs do(0..n-1) on writers goroutines and returns the first error.
@@ -125,41 +103,41 @@ func createPods(ctx context.Context, client kubernetes.Interface, pods []*corev1
 	})
 }
 
-func (w workload) ordinaryPods() []*corev1.Pod {
+func (w workload) ordinaryPods(d dialect) []*corev1.Pod {
 	pods := make([]*corev1.Pod, w.ordinary)
 	for i := range pods {
-		pods[i] = pod(w.ordinaryName(i), 1).Obj()
+		pods[i] = d.pod(w.ordinaryName(i), 1).Obj()
 	}
 	return pods
 }
 
-func (w workload) gangPods(podGroups bool) []*corev1.Pod {
+func (w workload) gangPods(d dialect) []*corev1.Pod {
 	var pods []*corev1.Pod
 	for _, g := range w.gangNames() {
 		for _, name := range w.members(g) {
-			pods = append(pods, w.gangPod(name, g, podGroups))
+			pods = append(pods, w.gangPod(name, g, d))
 		}
 	}
 	return pods
 }
 
-func (w workload) createPodGroups(ctx context.Context, dyn dynamic.Interface, names []string) error {
+// createPodGroups creates the named gangs' PodGroups, when the dialect has them.
+func (w workload) createPodGroups(ctx context.Context, dyn dynamic.Interface, d dialect, names []string) error {
 	return parallel(len(names), func(i int) error {
-		_, err := dyn.Resource(podGroupResource).Namespace(namespace).Create(ctx, podGroup(names[i], w.gangSize), metav1.CreateOptions{})
-		return err
+		return d.createPodGroup(ctx, dyn, names[i], w.gangSize, w.gangPod(w.members(names[i])[0], names[i], d))
 	})
 }
 
-// deleteAll deletes every pod of the namespace (and its PodGroups, when their CRD is installed)
-// at once: with no kubelet, grace period 0 removes a bound pod right away.
-func deleteAll(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, podGroups bool) error {
+// deleteAll deletes every pod of the namespace (and the dialect's PodGroups) at once: with no
+// kubelet, grace period 0 removes a bound pod right away.
+func deleteAll(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, d dialect) error {
 	now := metav1.NewDeleteOptions(0)
 	if err := client.CoreV1().Pods(namespace).DeleteCollection(ctx, *now, metav1.ListOptions{}); err != nil {
 		return fmt.Errorf("deleting pods: %w", err)
 	}
-	if podGroups {
-		if err := dyn.Resource(podGroupResource).Namespace(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-			return fmt.Errorf("deleting PodGroups: %w", err)
+	if gvr, ok := d.podGroups(); ok {
+		if err := dyn.Resource(gvr).Namespace(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return fmt.Errorf("deleting %s: %w", gvr.GroupResource(), err)
 		}
 	}
 	return nil
