@@ -34,7 +34,7 @@ func Keys(keys ...string) Tiers {
 }
 
 // Presets are the tier lists for the labels clouds and NVIDIA's GPU Feature Discovery set
-// already (docs/topology.md says where each comes from). Each ends with the zone: a gang that
+// already (docs/packing-network.md, "Tiers", says where each comes from). Each ends with the zone: a gang that
 // fits nowhere narrower should at least stay in one zone.
 var Presets = map[string]Tiers{
 	// GPU Feature Discovery labels each node of a multi-node NVLink domain (GB200 NVL72) with its

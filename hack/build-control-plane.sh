@@ -3,9 +3,9 @@
 # (once; later runs reuse them). The end-to-end suite and `make demo` run these real components on
 # loopback.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-bin="$root/bin"
-mkdir -p "$bin"
+# current, announce and built: one announcement for the whole control plane, however many of its
+# four binaries need building (see build-tool.sh).
+. "$(dirname "$0")/build-tool.sh"
 
 # The Kubernetes binaries report the pinned release at /version, as a release build would: a plain
 # go build reports v0.0.0-master, which clients that parse the server's version (Kueue) refuse.
@@ -14,19 +14,33 @@ kminor=${kversion#v1.}
 kminor=${kminor%%.*}
 kflags="-X k8s.io/component-base/version.gitVersion=$kversion -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$kminor -X k8s.io/component-base/version.gitTreeState=clean"
 
-build() { # name module-dir package [ldflags]
-  local name=$1 dir=$2 pkg=$3 ldflags="-s ${4:-}" stamp="$bin/.$1.stamp"
-  local want
-  want=$( (cat "$root/$dir/go.mod" "$root/$dir/go.sum"; echo "$ldflags") | sha256sum | cut -c1-16)
-  if [[ -x "$bin/$name" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-    return
-  fi
-  echo "building $name from $dir (first time takes a few minutes)..." >&2
-  (cd "$root/$dir" && CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$bin/$name" "$pkg")
-  echo "$want" >"$stamp"
+# name|module dir|package|link flags beyond -s
+parts=(
+  "etcd|test/tools/etcd|go.etcd.io/etcd/server/v3|"
+  "kube-apiserver|test/tools/k8s|k8s.io/kubernetes/cmd/kube-apiserver|$kflags"
+  "kube-scheduler|test/tools/k8s|k8s.io/kubernetes/cmd/kube-scheduler|$kflags"
+  "kube-controller-manager|test/tools/k8s|k8s.io/kubernetes/cmd/kube-controller-manager|$kflags"
+)
+
+# The stamp covers the link flags too, so a new pinned release rebuilds the binaries.
+stamp_of() { # module-dir ldflags
+  ( cat "$root/$1/go.mod" "$root/$1/go.sum"; echo "$2") | sha256sum | cut -c1-16
 }
 
-build etcd test/tools/etcd go.etcd.io/etcd/server/v3
-build kube-apiserver test/tools/k8s k8s.io/kubernetes/cmd/kube-apiserver "$kflags"
-build kube-scheduler test/tools/k8s k8s.io/kubernetes/cmd/kube-scheduler "$kflags"
-build kube-controller-manager test/tools/k8s k8s.io/kubernetes/cmd/kube-controller-manager "$kflags"
+todo=()
+for part in "${parts[@]}"; do
+  IFS='|' read -r name dir pkg extra <<<"$part"
+  current "$name" "$(stamp_of "$dir" "-s $extra")" || todo+=("$part")
+done
+[[ ${#todo[@]} -gt 0 ]] || exit 0
+
+names=""
+for part in "${todo[@]}"; do names+="${names:+, }${part%%|*}"; done
+announce "the control plane into bin/: $names" "about 7 minutes for all four"
+for part in "${todo[@]}"; do
+  IFS='|' read -r name dir pkg extra <<<"$part"
+  ldflags="-s $extra"
+  (cd "$root/$dir" && CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$bin/$name" "$pkg")
+  stamp_of "$dir" "$ldflags" >"$bin/.$name.stamp"
+done
+built "the control plane"

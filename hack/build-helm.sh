@@ -8,17 +8,8 @@
 # ask (`helm template`, `helm lint`: the chart's kubeVersion check and the deprecated-API lint).
 # Helm's Makefile takes that version from its client-go, v0.32 -> 1.32; so does this.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-bin="$root/bin"
+. "$(dirname "$0")/build-tool.sh" # current, announce and built
 dir="$root/test/tools/helm"
-stamp="$bin/.helm.stamp"
-mkdir -p "$bin"
-
-want=$(cat "$dir/go.mod" "$dir/go.sum" "$0" | sha256sum | cut -c1-16)
-if [[ -x "$bin/helm" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-  exit 0
-fi
-echo "building helm from test/tools/helm (first time takes a few minutes)..." >&2
 cd "$dir"
 # The checksum database answers 404 for several of the pinned k8s.io staging versions; go.sum
 # still holds every hash, so skipping the lookup checks no less.
@@ -30,5 +21,13 @@ ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
 for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
   ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
 done
+# The stamp covers the link flags, as the control plane's does, rather than this script's text:
+# a comment edited here rebuilds nothing.
+want=$( (cat go.mod go.sum; echo "$ldflags") | sha256sum | cut -c1-16)
+if current helm "$want"; then
+  exit 0
+fi
+announce "Helm v3.17.0 into bin/helm" "about 3 minutes"
 CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$bin/helm" helm.sh/helm/v3/cmd/helm
-echo "$want" >"$stamp"
+echo "$want" >"$bin/.helm.stamp"
+built "bin/helm"

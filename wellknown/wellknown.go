@@ -92,7 +92,7 @@ const (
 
 	// AnnotationKeepExtras: "true" on a gang member keeps it from being evicted as one of its
 	// gang's members beyond min-available when another gang's quorum waits for the capacity
-	// (docs/priority.md, "Quorums before extras"). "false", or no annotation, lets it go.
+	// (docs/concepts.md, "Quorums before extras"). "false", or no annotation, lets it go.
 	AnnotationKeepExtras = "lockstep.dev/keep-extras"
 )
 

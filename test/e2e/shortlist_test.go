@@ -12,9 +12,9 @@ import (
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 )
 
-// The shortlist (README, How it works): an ordinary GPU pod goes where lockstep's packing puts it
-// even when the scheduler's spreading scores would have won, and a pod that states a preference of
-// its own keeps the scheduler's say.
+// The shortlist (docs/concepts.md, "The shortlist"): an ordinary GPU pod goes where lockstep's
+// packing puts it even when the scheduler's spreading scores would have won, and a pod that states
+// a preference of its own keeps the scheduler's say.
 //
 // Two nodes of 4 cpu, 32Gi and 8 GPUs. "first" (3 cpu, 24Gi, 1 GPU) lands on one of them, X. For
 // "packed" (1 cpu, 8Gi, 1 GPU), lockstep scores X one step above the empty node Y: 50 points at
