@@ -44,8 +44,13 @@ type traceResult struct {
 	allocated, capacity int
 	// lateBound is how many of the pods bound at the stop arrived after the stopping gang.
 	lateBound int
-	// placed is, per placed item, its last member's Create to its last member bound.
-	placed []time.Duration
+	// placed is, per placed item, its last member's Create to its last member bound;
+	// gangPlaced the same for gangs alone.
+	placed, gangPlaced []time.Duration
+	// gangPods are the members of placed gangs; gangSpan runs from the first gang's creation to
+	// the last placed gang's last bind, so gangPods over it is the gangs' rate while they came.
+	gangPods int
+	gangSpan time.Duration
 }
 
 // traceMode runs the trace workload through one mode.
@@ -89,8 +94,12 @@ type replayRun struct {
 	// pending are created items not yet placed, oldest first.
 	pending []int
 	placed  []time.Duration
-	stop    int // the stopping item's index, -1 while none
-	stopAt  time.Time
+	// gangPlaced, gangPods, firstGang and lastGangBind feed traceResult's gang figures.
+	gangPlaced              []time.Duration
+	gangPods                int
+	firstGang, lastGangBind time.Time
+	stop                    int // the stopping item's index, -1 while none
+	stopAt                  time.Time
 }
 
 // run creates items on schedule and watches them until the replay stops.
@@ -129,6 +138,9 @@ func (rp *replayRun) createDue(ctx context.Context) error {
 			return fmt.Errorf("creating %s: %w", item.name, err)
 		}
 		rp.created[rp.next] = time.Now()
+		if item.isGang() && rp.firstGang.IsZero() {
+			rp.firstGang = rp.created[rp.next]
+		}
 		rp.pending = append(rp.pending, rp.next)
 		rp.pods += item.size
 		rp.next++
@@ -145,7 +157,7 @@ func (rp *replayRun) check(now time.Time) (stop, paused bool) {
 		item := rp.b.items[i]
 		at := rp.b.binds.boundAt(item.members())
 		if len(at) == item.size {
-			rp.placed = append(rp.placed, max(0, lastOf(at).Sub(rp.created[i])))
+			rp.retire(item, i, lastOf(at))
 			continue
 		}
 		keep = append(keep, i)
@@ -160,6 +172,18 @@ func (rp *replayRun) check(now time.Time) (stop, paused bool) {
 		return true, true
 	}
 	return false, waited > rp.b.trace.pauseAfter
+}
+
+// retire records a placed item whose last member bound at last.
+func (rp *replayRun) retire(item traceItem, i int, last time.Time) {
+	took := max(0, last.Sub(rp.created[i]))
+	rp.placed = append(rp.placed, took)
+	if !item.isGang() {
+		return
+	}
+	rp.gangPlaced = append(rp.gangPlaced, took)
+	rp.gangPods += item.size
+	rp.lastGangBind = later(rp.lastGangBind, last)
 }
 
 func later(a, b time.Time) time.Time {
@@ -182,8 +206,11 @@ func lastOf(at map[string]time.Time) time.Time {
 // measure takes the figures of the moment the replay stopped.
 func (rp *replayRun) measure(now time.Time) traceResult {
 	w := rp.b.w
-	tr := traceResult{items: rp.next, pods: rp.pods, placed: rp.placed,
+	tr := traceResult{items: rp.next, pods: rp.pods, placed: rp.placed, gangPlaced: rp.gangPlaced, gangPods: rp.gangPods,
 		capacity: w.nodes * w.gpusPerNode, stopAt: now.Sub(rp.start)}
+	if !rp.lastGangBind.IsZero() {
+		tr.gangSpan = rp.lastGangBind.Sub(rp.firstGang)
+	}
 	if rp.stop >= 0 {
 		stop := rp.b.items[rp.stop]
 		tr.stop = &stop

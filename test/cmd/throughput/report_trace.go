@@ -12,16 +12,17 @@ import (
 func printTraceResults(out io.Writer, o traceOptions, results []result) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tpods created\tgangs placed\tpartly bound\tfirst not placed\tseen at\tGPUs allocated\t"+
-		"gangs on fewest nodes\tplaced p50\tplaced p99\tCPU s\tpeak MB\t")
+		"gangs on fewest nodes\tplaced p50\tplaced p99\tgang placed p50\tgang placed p99\tgang pods/s\tCPU s\tpeak MB\t")
 	for _, r := range results {
 		tr := r.trace
 		if tr == nil {
-			fmt.Fprintf(tw, "%s\t(did not run: see below)\t\t\t\t\t\t\t\t\t\t\t\n", r.mode.label)
+			fmt.Fprintf(tw, "%s\t(did not run: see below)\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", r.mode.label)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d/%d\t%d\t%s\t%.0fs\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.mode.label,
+		fmt.Fprintf(tw, "%s\t%d\t%d/%d\t%d\t%s\t%.0fs\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.mode.label,
 			tr.pods, tr.placedGangs, tr.gangs, tr.partial, tr.stopName(), tr.stopAt.Seconds(), tr.allocation(),
-			share(tr.onFewest, tr.placedGangs), pct(tr.placed, 50), pct(tr.placed, 99), cpuTotal(r.procs), peakTotal(r.procs))
+			share(tr.onFewest, tr.placedGangs), pct(tr.placed, 50), pct(tr.placed, 99), pct(tr.gangPlaced, 50), pct(tr.gangPlaced, 99),
+			tr.gangRate(), cpuTotal(r.procs), peakTotal(r.procs))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(out, "first not placed: the first gang, or ordinary pod (a gang of one, as bench-packing counts), still not wholly bound %s after it\n", o.placeWait)
@@ -29,7 +30,9 @@ func printTraceResults(out io.Writer, o traceOptions, results []result) {
 	fmt.Fprintln(out, "GPUs allocated: GPUs of the pods bound at that moment, of all the nodes' GPUs; the pods that arrived after that item and were")
 	fmt.Fprintln(out, "  bound by then are counted, and given beside it. partly bound: gangs with some but not all members bound at that moment.")
 	fmt.Fprintln(out, "gangs on fewest nodes: of the gangs placed, those on as few nodes as their GPUs need (members per node = GPUs per node / GPUs")
-	fmt.Fprintln(out, "  per member). placed p50/p99: each placed item (gang or pod), its last member's Create returned to its last member bound.")
+	fmt.Fprintln(out, "  per member). placed p50/p99: each placed item (gang or pod), its last member's Create returned to its last member bound;")
+	fmt.Fprintln(out, "  gang placed: gangs alone. gang pods/s: members of placed gangs over the first gang's creation to the last gang's bind, at")
+	fmt.Fprintln(out, "  most the arrival rate: a scheduler that keeps up shows the rate they came at.")
 	for _, r := range results {
 		if tr := r.trace; tr != nil && tr.stop != nil {
 			fmt.Fprintf(out, "%s stopped at %s: %s\n", r.mode.key, tr.stop.name, tr.why)
@@ -38,6 +41,14 @@ func printTraceResults(out io.Writer, o traceOptions, results []result) {
 	printProcesses(out, results)
 	printCosts(out, results)
 	printProblems(out, results)
+}
+
+// gangRate is the placed gangs' pods per second while gangs came, "-" without any.
+func (tr traceResult) gangRate() string {
+	if tr.gangSpan <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(tr.gangPods)/tr.gangSpan.Seconds())
 }
 
 func (tr traceResult) stopName() string {

@@ -100,7 +100,8 @@ func metaOf(name string) metav1.ObjectMeta {
 func TestPrintTraceResults(t *testing.T) {
 	ran := result{mode: mode{key: "stock", label: "kube-scheduler alone"}, procs: []usage{{name: "kube-scheduler", cpu: 1.5, peakMB: 80}},
 		trace: &traceResult{pods: 10, gangs: 2, placedGangs: 1, onFewest: 1, allocated: 6, capacity: 8,
-			stop: &traceItem{name: "t0003", size: 2, gpus: 4}, placed: []time.Duration{time.Second}}}
+			stop: &traceItem{name: "t0003", size: 2, gpus: 4}, placed: []time.Duration{time.Second},
+			gangPlaced: []time.Duration{time.Second}, gangPods: 8, gangSpan: 4 * time.Second}}
 	failed := result{mode: mode{key: "volcano", label: "Volcano"}, err: errors.New("vc-scheduler not built")}
 	var out strings.Builder
 	printTraceResults(&out, traceOptions{placeWait: 15 * time.Second}, []result{ran, failed})
@@ -110,6 +111,7 @@ func TestPrintTraceResults(t *testing.T) {
 	assert.Contains(t, text, "Volcano  (did not run: see below)")
 	assert.Contains(t, text, "error: volcano: vc-scheduler not built")
 	assert.Regexp(t, `stock\s+kube-scheduler\s+1\.5\s+80`, text)
+	assert.Regexp(t, `1\.000s\s+1\.000s\s+2\.0\s+1\.5\s+80`, text, "gang placed p50, p99 and 8 gang pods over 4s")
 }
 
 // Placed items leave the pending list; the oldest one left pauses arrivals past pauseAfter and
@@ -128,8 +130,16 @@ func TestReplayCheck(t *testing.T) {
 	assert.True(t, paused, "the 8-GPU pod has waited 3s")
 	assert.Equal(t, []int{1, 2}, rp.pending)
 	assert.Equal(t, []time.Duration{time.Second}, rp.placed)
+	assert.Equal(t, []time.Duration{time.Second}, rp.gangPlaced, "gang a")
+	assert.Equal(t, 2, rp.gangPods)
 
 	stop, _ = rp.check(now.Add(13 * time.Second))
 	assert.True(t, stop)
 	assert.Equal(t, 1, rp.stop, "an ordinary pod that cannot be placed ends the replay")
+
+	watch.at["b"] = now.Add(time.Second)
+	rp.check(now.Add(time.Second))
+	assert.Len(t, rp.placed, 2)
+	assert.Len(t, rp.gangPlaced, 1, "b is an ordinary pod, not a gang")
+	assert.Equal(t, now, rp.lastGangBind, "the last gang bind is a's")
 }
