@@ -55,7 +55,7 @@ type Options struct {
 	// Ready reports whether the informers have synced; /readyz answers 503 until then.
 	Ready func() bool
 	// Registry receives the verb latency histogram (NewHandler) and is served as /metrics
-	// (NewDebugHandler); nil skips both.
+	// (NewDebugHandler; NewMetricsHandler serves it alone); nil skips both.
 	Registry *prometheus.Registry
 	// Profiling serves Go's profiler under /debug/pprof/ (NewDebugHandler).
 	Profiling bool
@@ -122,6 +122,15 @@ func NewDebugHandler(sched Scheduler, opts Options) http.Handler {
 	return r
 }
 
+// NewMetricsHandler returns GET /metrics alone, for an address Prometheus reaches across the
+// network: nothing of /debug/* (pods of every namespace) nor the probes is served there, so a
+// NetworkPolicy opening it to the monitoring namespace opens nothing else.
+func NewMetricsHandler(reg *prometheus.Registry) http.Handler {
+	r := newRouter("GET /metrics")
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return r
+}
+
 func newServer(sched Scheduler, opts Options) *server {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = DefaultMaxRequestBytes
@@ -135,13 +144,7 @@ func newServer(sched Scheduler, opts Options) *server {
 // router is a router with the probes and answers for unknown paths and methods; serves names
 // the routes in the 404's words.
 func (s *server) router(serves string) chi.Router {
-	r := chi.NewRouter()
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; this address serves %s", r.URL.Path, serves))
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
-	})
+	r := newRouter(serves)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.opts.Ready() {
@@ -149,6 +152,18 @@ func (s *server) router(serves string) chi.Router {
 			return
 		}
 		_, _ = io.WriteString(w, "ok\n")
+	})
+	return r
+}
+
+// newRouter is a router that answers unknown paths and methods, naming what it serves.
+func newRouter(serves string) chi.Router {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; this address serves %s", r.URL.Path, serves))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 	})
 	return r
 }

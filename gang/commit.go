@@ -43,6 +43,10 @@ func (m *Manager) startCommitLocked(g *gangInfo, res *reservation) {
 			todo = append(todo, item)
 		}
 	}
+	if g.boundCount() == 0 {
+		// A gang with members bound already had its wait counted by the commit that bound them.
+		m.metrics.observeWait(m.now().Sub(g.oldest().created))
+	}
 	rec := newCommitRecord(m.now(), len(todo), g.boundCount(), g.minAvailable())
 	g.lastCommit = rec
 	g.lastReason = fmt.Sprintf("gang %s: quorum reached (%d members ready), binding", g.key, len(todo)+g.boundCount())

@@ -1,6 +1,8 @@
 package gang
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lockstep-sched/lockstep/placement"
@@ -16,6 +18,11 @@ type Metrics struct {
 	droppedConditions prometheus.Counter
 	// yields counts reservations given up to higher-priority work.
 	yields prometheus.Counter
+	// expiries counts reservations that ran out their waiting time before quorum: a gang that
+	// can never complete shows here as a steady rate, one expiry per waiting time.
+	expiries prometheus.Counter
+	// wait is how long gangs waited for their quorum, the figure users ask about.
+	wait prometheus.Histogram
 	// evictions counts the evictions gangs made for their quorums, by cause and result.
 	evictions *prometheus.CounterVec
 	// shortlisted counts filter answers narrowed to the nodes lockstep ranks best.
@@ -25,6 +32,9 @@ type Metrics struct {
 // commitBuckets span a commit on an idle apiserver (milliseconds) to one that retried through
 // throttling up to the default --commit-timeout.
 var commitBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+// waitBuckets span a gang placed on an idle cluster (seconds) to one that queued for hours.
+var waitBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600}
 
 // NewMetrics registers the manager's counters, and gauges read from m at scrape time, on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -51,6 +61,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "lockstep_reservations_yielded_total",
 			Help: "Gang reservations given up to higher-priority gangs or pods before any member was bound.",
 		}),
+		expiries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lockstep_reservations_expired_total",
+			Help: "Gang reservations that expired before their quorum reached bind; each marks its gang TimedOut and gives its capacity back.",
+		}),
+		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lockstep_gang_wait_seconds",
+			Help:    "Time from a gang's oldest member's creation to its quorum's commit, for gangs with no member bound before it.",
+			Buckets: waitBuckets,
+		}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockstep_preemption_evictions_total",
 			Help: "Pods lockstep evicted so that a waiting gang's quorum fits, by cause (priority: lower-priority pods; extras: members beyond other gangs' quorums; reclaim: for a queue below its fair share) and result (evicted or failed).",
@@ -60,7 +79,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Filter answers for ordinary GPU pods that passed only the nodes lockstep's packing ranks best (see --shortlist).",
 		}),
 	}
-	reg.MustRegister(mt.binds, mt.commit, mt.partlyBound, mt.droppedConditions, mt.yields, mt.evictions, mt.shortlisted)
+	reg.MustRegister(mt.binds, mt.commit, mt.partlyBound, mt.droppedConditions, mt.yields, mt.expiries, mt.wait, mt.evictions, mt.shortlisted)
 	return mt
 }
 
@@ -80,6 +99,18 @@ func (mt *Metrics) observeYield() {
 		return
 	}
 	mt.yields.Inc()
+}
+
+func (mt *Metrics) observeExpiry() {
+	if mt != nil {
+		mt.expiries.Inc()
+	}
+}
+
+func (mt *Metrics) observeWait(d time.Duration) {
+	if mt != nil {
+		mt.wait.Observe(d.Seconds())
+	}
 }
 
 func (mt *Metrics) observeEviction(cause evictKind, err error) {

@@ -29,10 +29,11 @@ import (
 // app wires informers, the gang manager and the HTTP handler together.
 type app struct {
 	manager *gang.Manager
-	// handler serves kube-scheduler; debugHandler serves people and Prometheus.
-	handler, debugHandler http.Handler
-	factory               informers.SharedInformerFactory
-	broadcaster           record.EventBroadcaster
+	// handler serves kube-scheduler; debugHandler serves people and Prometheus; metricsHandler
+	// serves Prometheus alone.
+	handler, debugHandler, metricsHandler http.Handler
+	factory                               informers.SharedInformerFactory
+	broadcaster                           record.EventBroadcaster
 	// events writes lockstep's events; see clients.
 	events kubernetes.Interface
 	ready  atomic.Bool
@@ -117,6 +118,7 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	}
 	a.handler = extender.NewHandler(a.manager, handlerOpts)
 	a.debugHandler = extender.NewDebugHandler(a.manager, handlerOpts)
+	a.metricsHandler = extender.NewMetricsHandler(reg)
 	synced, err := a.manager.Watch(a.factory)
 	if err != nil {
 		return nil, err

@@ -1,5 +1,5 @@
 // Command extender runs lockstep: a kube-scheduler extender that gang-schedules pods
-// all-or-nothing. See the README for how kube-scheduler is configured to call it.
+// all-or-nothing. See docs/operating.md for how kube-scheduler is configured to call it.
 package main
 
 import (
@@ -83,7 +83,7 @@ func run(ctx context.Context, opts options) error {
 }
 
 // servers are the listeners: kube-scheduler's verbs on --listen, what people read on
-// --debug-listen.
+// --debug-listen, what Prometheus scrapes on --metrics-listen.
 func (o *options) servers(a *app) ([]*serving.Server, error) {
 	verbs, err := serving.New(serving.Config{
 		Name: "extender verbs", Addr: o.listen, Handler: a.handler,
@@ -97,6 +97,17 @@ func (o *options) servers(a *app) ([]*serving.Server, error) {
 		return nil, err
 	}
 	out := []*serving.Server{verbs}
+	if o.metricsListen != "" {
+		metrics, err := serving.New(serving.Config{
+			Name: "metrics", Addr: o.metricsListen, Handler: a.metricsHandler,
+			// Prometheus' default scrape timeout is 10s; a scrape is one small page.
+			ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, metrics)
+	}
 	if o.debugListen == "" {
 		return out, nil
 	}

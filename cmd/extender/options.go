@@ -43,12 +43,14 @@ const (
 const defaultSchedulerHTTPTimeout = 5 * time.Second
 
 type options struct {
-	kubeconfig   string
-	listen       string
-	debugListen  string
-	tlsCertFile  string
-	tlsKeyFile   string
-	clientCAFile string
+	kubeconfig  string
+	listen      string
+	debugListen string
+	// metricsListen serves /metrics alone (see the flag); empty: off.
+	metricsListen string
+	tlsCertFile   string
+	tlsKeyFile    string
+	clientCAFile  string
 	// leaderLease is --leader-election-lease, namespace/name; leaseNamespace and leaseName are
 	// it split by validate.
 	leaderLease, leaseNamespace, leaseName string
@@ -118,6 +120,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "kubeconfig file; empty means the in-cluster service account")
 	fs.StringVar(&o.listen, "listen", o.listen, "HOST:PORT to serve kube-scheduler's calls (POST /filter, /prioritize, /bind, /preempt) and the probes (/healthz, /readyz) on; an address other than loopback needs --tls-cert-file, --tls-private-key-file and --client-ca-file, so that only the scheduler can bind pods")
 	fs.StringVar(&o.debugListen, "debug-listen", o.debugListen, "HOST:PORT to serve what people and Prometheus read on (/debug/gangs, /debug/nodes, /metrics, /debug/pprof/ with --profiling), plain HTTP without authentication: keep it on loopback (kubectl port-forward reaches it) unless a NetworkPolicy or proxy guards it; empty turns it off")
+	fs.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HOST:PORT to serve Prometheus' /metrics on and nothing else (no /debug/*, no probes), plain HTTP: unlike --debug-listen it lists no pods, so it may be opened to the monitoring namespace; empty turns it off")
 	fs.StringVar(&o.leaderLease, "leader-election-lease", o.leaderLease, "NAMESPACE/NAME of the Lease the scheduler lockstep serves elects its leader with (leaderElection.resourceNamespace/resourceName in its configuration): with several scheduler replicas, only the leader's lockstep writes PodGroup statuses and pod conditions. Empty: the scheduler runs alone and lockstep always writes")
 	fs.StringVar(&o.leaderIdentity, "leader-identity", o.leaderIdentity, "the hostname the scheduler's leader identity (<hostname>_<uuid>) starts with; default this host's name, which the containers of one pod share")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", o.tlsCertFile, "PEM certificate (chain) to serve --listen over HTTPS with; re-read when the file changes")
@@ -237,6 +240,11 @@ func (o *options) validateListen() error {
 	}
 	if !loopback && (o.clientCAFile == "" || o.tlsCertFile == "") {
 		return fmt.Errorf("--listen=%s is reachable from the network, and the verbs there bind pods: give --tls-cert-file, --tls-private-key-file and --client-ca-file so that only the scheduler's certificate is answered, or listen on 127.0.0.1", o.listen)
+	}
+	if o.metricsListen != "" {
+		if _, err := serving.IsLoopback(o.metricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen=%s: %w", o.metricsListen, err)
+		}
 	}
 	if o.debugListen == "" {
 		return nil

@@ -59,6 +59,9 @@ func TestValidateBindWaitAgainstSchedulerTimeout(t *testing.T) {
 		{name: "lease without a namespace", mutate: func(o *options) { o.leaderLease = "lockstep-scheduler" }, wantErr: "want NAMESPACE/NAME"},
 		{name: "lease", mutate: func(o *options) { o.leaderLease = "lockstep-system/lockstep-scheduler" }, wantTimeout: 5 * time.Second},
 		{name: "debug turned off", mutate: func(o *options) { o.debugListen = "" }, wantTimeout: 5 * time.Second},
+		{name: "metrics on the network", mutate: func(o *options) { o.metricsListen = "0.0.0.0:8890" }, wantTimeout: 5 * time.Second},
+		{name: "unparsable metrics address", mutate: func(o *options) { o.metricsListen = "8890" }, wantErr: "--metrics-listen=8890"},
+		{name: "unparsable metrics address with debug off", mutate: func(o *options) { o.debugListen, o.metricsListen = "", "8890" }, wantErr: "--metrics-listen=8890"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,3 +88,23 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Where the containers find their files (a projected volume each, mounted at this directory). */}}
 {{- define "lockstep.configDir" -}}/etc/lockstep{{- end }}
+
+{{/*
+Fails when a monitoring part that reads lockstep's metrics is enabled without the metrics port;
+pass (dict "ctx" $ "what" "monitoring.serviceMonitor.enabled").
+*/}}
+{{- define "lockstep.monitoring.require" -}}
+{{- if not .ctx.Values.monitoring.enabled }}
+{{- fail (printf "%s needs monitoring.enabled=true: without it lockstep serves no /metrics that Prometheus can reach" .what) }}
+{{- end }}
+{{- end }}
+
+{{/* The metrics Service, whose name the ServiceMonitor's scrape gives as the job label. */}}
+{{- define "lockstep.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "lockstep.fullname" .) }}
+{{- end }}
+
+{{/* Label matchers of this release's series in the alerts' expressions. */}}
+{{- define "lockstep.monitoring.selector" -}}
+{{- default (printf "job=%q,namespace=%q" (include "lockstep.metricsServiceName" .) .Release.Namespace) .Values.monitoring.prometheusRule.seriesSelector }}
+{{- end }}
