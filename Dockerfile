@@ -1,4 +1,5 @@
-# lockstep image: the scheduler-extender webhook (/extender, the entrypoint) and /gpu-agent.
+# lockstep image: the scheduler-extender webhook (/extender, the entrypoint), /gpu-agent and
+# /kubectl-lockstep (the kubectl plugin, for copying out: docs/kubectl-plugin.md).
 #   docker build -t ghcr.io/lockstep-sched/lockstep:latest .
 # Cross-building (docker buildx build --platform linux/arm64 ...) compiles natively for the target.
 
@@ -11,11 +12,11 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/extender ./cmd/gpu-agent
+    go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/extender ./cmd/gpu-agent ./cmd/kubectl-lockstep
 
 # The binaries are static, but the gpu-agent runs the nvidia-smi that the NVIDIA container runtime
 # mounts from the host, which is linked against glibc: hence distroless/base rather than static.
 FROM gcr.io/distroless/base-debian12:nonroot
-COPY --from=build /out/extender /out/gpu-agent /
+COPY --from=build /out/extender /out/gpu-agent /out/kubectl-lockstep /
 USER 65532:65532
 ENTRYPOINT ["/extender"]

@@ -12,6 +12,7 @@ all: build
 build:
 	$(GO) build -o bin/extender ./cmd/extender
 	$(GO) build -o bin/gpu-agent ./cmd/gpu-agent
+	$(GO) build -o bin/kubectl-lockstep ./cmd/kubectl-lockstep
 
 # The real etcd, kube-apiserver, kube-scheduler and kube-controller-manager, built once from the
 # pinned modules under test/tools into bin/ (about 7 minutes the first time on 2 cores).

@@ -1,0 +1,77 @@
+package inspect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+
+	"github.com/lockstep-sched/lockstep/gang"
+)
+
+// Queue is one team queue as /debug/queues shows it; only what the table reads. The fields
+// mirror the extender's answer (extender/queues.go), whose type is its own.
+type Queue struct {
+	Key        string            `json:"key"`
+	Kind       string            `json:"kind"`
+	Name       string            `json:"name"`
+	Namespace  string            `json:"namespace,omitempty"`
+	Defined    bool              `json:"defined"`
+	State      string            `json:"state,omitempty"`
+	Weight     int64             `json:"weight,omitempty"`
+	Error      string            `json:"error,omitempty"`
+	Capability map[string]string `json:"capability,omitempty"`
+	Deserved   map[string]string `json:"deserved"`
+	Allocated  map[string]string `json:"allocated"`
+	Waiting    []QueueWaiter     `json:"waiting"`
+}
+
+// QueueWaiter is a gang waiting in a queue.
+type QueueWaiter struct {
+	Gang   string `json:"gang"`
+	Reason string `json:"reason"`
+}
+
+// Answer is what lockstep answered, raw for -o json and -o yaml, and decoded for the tables.
+type Answer[T any] struct {
+	Raw   json.RawMessage
+	Items []T
+}
+
+// ReadGangs reads /debug/gangs, of one namespace unless namespace is empty.
+func ReadGangs(ctx context.Context, f Fetcher, namespace string) (Answer[gang.GangStatus], error) {
+	path := "/debug/gangs"
+	if namespace != "" {
+		path += "?namespace=" + url.QueryEscape(namespace)
+	}
+	return read[gang.GangStatus](ctx, f, path, func(raw []byte, out *[]gang.GangStatus) error { return json.Unmarshal(raw, out) })
+}
+
+// ReadNodes reads /debug/nodes.
+func ReadNodes(ctx context.Context, f Fetcher) (Answer[gang.NodeStatus], error) {
+	return read[gang.NodeStatus](ctx, f, "/debug/nodes", func(raw []byte, out *[]gang.NodeStatus) error { return json.Unmarshal(raw, out) })
+}
+
+// ReadQueues reads /debug/queues.
+func ReadQueues(ctx context.Context, f Fetcher) (Answer[Queue], error) {
+	return read[Queue](ctx, f, "/debug/queues", func(raw []byte, out *[]Queue) error {
+		var wrapped struct {
+			Queues []Queue `json:"queues"`
+		}
+		err := json.Unmarshal(raw, &wrapped)
+		*out = wrapped.Queues
+		return err
+	})
+}
+
+func read[T any](ctx context.Context, f Fetcher, path string, decode func([]byte, *[]T) error) (Answer[T], error) {
+	raw, err := f.Get(ctx, path)
+	if err != nil {
+		return Answer[T]{}, err
+	}
+	var items []T
+	if err := decode(raw, &items); err != nil {
+		return Answer[T]{}, fmt.Errorf("lockstep's answer to GET %s is not what this plugin reads (a different lockstep version?): %w", path, err)
+	}
+	return Answer[T]{Raw: raw, Items: items}, nil
+}
