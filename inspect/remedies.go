@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // remedy reads one kind of reason lockstep gives a waiting gang (the words of package placement,
@@ -16,7 +17,7 @@ import (
 // reader whole; it only goes without advice.
 type remedy struct {
 	pattern *regexp.Regexp
-	advise  func(g gang.GangStatus, m []string) []string
+	advise  func(g gang.GangStatus, m []string, f Facts) []string
 }
 
 var remedies = []remedy{
@@ -32,13 +33,19 @@ var remedies = []remedy{
 	{regexp.MustCompile(`; gang (\S+) holds (\S+) in reservations`), heldByOthers},
 }
 
+// Facts are what the advice weighs beyond the gang's own status.
+type Facts struct {
+	// ClusterGPUs is the nvidia.com/gpu of the schedulable nodes lockstep knows; 0 when unknown.
+	ClusterGPUs int64
+}
+
 // Remedies are what would let a waiting gang run, most direct first.
-func Remedies(g gang.GangStatus) []string {
+func Remedies(g gang.GangStatus, f Facts) []string {
 	var out []string
 	words := ownWords(g)
 	for _, r := range remedies {
 		if m := r.pattern.FindStringSubmatch(words); m != nil {
-			out = append(out, r.advise(g, m)...)
+			out = append(out, r.advise(g, m, f)...)
 		}
 	}
 	for _, mb := range g.Members {
@@ -53,19 +60,24 @@ func Remedies(g gang.GangStatus) []string {
 	return out
 }
 
-func shortInTotal(g gang.GangStatus, m []string) []string {
+func shortInTotal(g gang.GangStatus, m []string, f Facts) []string {
 	need, res, free := m[2], m[3], m[4]
+	// Freeing GPUs cannot help a quorum larger than every schedulable node's GPUs together.
+	if n, err := strconv.ParseInt(need, 10, 64); err == nil && res == string(wellknown.ResourceGPU) && f.ClusterGPUs > 0 && n > f.ClusterGPUs {
+		out := []string{fmt.Sprintf("more GPU nodes: its quorum needs %s %s and the schedulable nodes have %d in all, so freeing capacity cannot make it fit", need, res, f.ClusterGPUs)}
+		return append(out, lowerQuorum(g)...)
+	}
 	out := []string{fmt.Sprintf("free %s more %s in the cluster (its quorum needs %s, %s are free)", difference(need, free), res, need, free)}
 	return append(out, lowerQuorum(g)...)
 }
 
-func shortOnOneNode(g gang.GangStatus, m []string) []string {
+func shortOnOneNode(g gang.GangStatus, m []string, _ Facts) []string {
 	member, amount, res, where := m[1], m[2], m[3], m[4]
 	out := []string{fmt.Sprintf("free %s %s on one node for member %s (%s)", amount, res, member, where)}
 	return append(out, lowerQuorum(g)...)
 }
 
-func shortInDomain(g gang.GangStatus, m []string) []string {
+func shortInDomain(g gang.GangStatus, m []string, _ Facts) []string {
 	n, _ := strconv.Atoi(m[1])
 	per, _ := strconv.Atoi(m[2])
 	need := n * per
@@ -80,18 +92,18 @@ func shortInDomain(g gang.GangStatus, m []string) []string {
 	}
 }
 
-func noDomain(_ gang.GangStatus, m []string) []string {
+func noDomain(_ gang.GangStatus, m []string, _ Facts) []string {
 	return []string{fmt.Sprintf("label the nodes with %s, or drop the required %s from the gang", m[2], m[1])}
 }
 
-func queueQuota(g gang.GangStatus, m []string) []string {
+func queueQuota(g gang.GangStatus, m []string, _ Facts) []string {
 	queue := orDash(g.Queue)
 	return []string{
 		fmt.Sprintf("room in the queue's quota (%s): raise its capability or weight, or let its other work finish (%s)", queue, m[1]),
 	}
 }
 
-func missingMembers(g gang.GangStatus, m []string) []string {
+func missingMembers(g gang.GangStatus, m []string, _ Facts) []string {
 	have, _ := strconv.Atoi(m[1])
 	want, _ := strconv.Atoi(m[2])
 	return []string{
@@ -101,19 +113,19 @@ func missingMembers(g gang.GangStatus, m []string) []string {
 	}
 }
 
-func missingGroup(_ gang.GangStatus, m []string) []string {
+func missingGroup(_ gang.GangStatus, m []string, _ Facts) []string {
 	return []string{fmt.Sprintf("create %s, which its members name", m[1])}
 }
 
-func timedOut(_ gang.GangStatus, _ []string) []string {
+func timedOut(_ gang.GangStatus, _ []string, _ Facts) []string {
 	return []string{"time: it plans again by itself; if it times out again, a member never reaches bind (look at the pending members' PodScheduled condition)"}
 }
 
-func tookOver(_ gang.GangStatus, _ []string) []string {
+func tookOver(_ gang.GangStatus, _ []string, _ Facts) []string {
 	return []string{"time: higher-priority work took its capacity, and it plans again by itself"}
 }
 
-func heldByOthers(_ gang.GangStatus, m []string) []string {
+func heldByOthers(_ gang.GangStatus, m []string, _ Facts) []string {
 	return []string{fmt.Sprintf("gang %s releasing the %s it holds in reservations (it binds or expires)", m[1], m[2])}
 }
 

@@ -201,12 +201,28 @@ func why(ctx context.Context, req Request, cl Cluster) error {
 		return err
 	}
 	g := GangOf(answer.Items, podKey(pod))
-	paragraph := Why(Case{Pod: pod, Gang: g, Now: cl.Now()})
+	paragraph := Why(Case{Pod: pod, Gang: g, Now: cl.Now(), Facts: readFacts(ctx, f)})
 	if req.Output == "json" || req.Output == "yaml" {
 		return req.printWhy(pod, g, answer, paragraph)
 	}
 	_, err = fmt.Fprintln(req.Out, paragraph)
 	return err
+}
+
+// readFacts reads what the advice weighs from /debug/nodes; the paragraph goes without it when
+// lockstep does not answer, as advice is the part a reader can most easily do without.
+func readFacts(ctx context.Context, f Fetcher) Facts {
+	nodes, err := ReadNodes(ctx, f)
+	if err != nil {
+		return Facts{}
+	}
+	var facts Facts
+	for _, n := range nodes.Items {
+		if !n.Unschedulable {
+			facts.ClusterGPUs += n.GPUs
+		}
+	}
+	return facts
 }
 
 // printWhy prints the paragraph beside the gang's entry as lockstep answered it.

@@ -19,6 +19,8 @@ type Case struct {
 	// Gang is nil when lockstep lists the pod in no gang.
 	Gang *gang.GangStatus
 	Now  time.Time
+	// Facts are what lockstep's other pages add (the cluster's GPUs); zero when unread.
+	Facts Facts
 }
 
 // GangOf finds the gang whose members include the pod (namespace/name).
@@ -164,7 +166,7 @@ func gangStanding(c Case) []string {
 	case gang.PhaseReserving:
 		return reserving(g, c.Now)
 	}
-	return waiting(g)
+	return waiting(g, c.Facts)
 }
 
 func reserving(g gang.GangStatus, now time.Time) []string {
@@ -186,7 +188,7 @@ func reserving(g gang.GangStatus, now time.Time) []string {
 	return out
 }
 
-func waiting(g gang.GangStatus) []string {
+func waiting(g gang.GangStatus, f Facts) []string {
 	var out []string
 	if g.Line != nil {
 		out = append(out, fmt.Sprintf("It is number %d in line, of %s waiting (%s).", g.Line.Place, plural(g.Line.Of, "gang", "gangs"), g.Line.Why))
@@ -195,7 +197,7 @@ func waiting(g gang.GangStatus) []string {
 		out = append(out, "It has waited past the starvation threshold, so lockstep keeps what frees on the nodes its quorum needs for it.")
 	}
 	out = append(out, fmt.Sprintf("It waits because %s.", strings.TrimSuffix(ownWords(g), ".")))
-	if fixes := Remedies(g); len(fixes) > 0 {
+	if fixes := Remedies(g, f); len(fixes) > 0 {
 		out = append(out, "What would let it run: "+strings.Join(fixes, "; or ")+".")
 	}
 	return out

@@ -22,6 +22,8 @@ func TestWhy(t *testing.T) {
 		want []string
 		// not are words it must not hold.
 		not []string
+		// facts are what lockstep's other pages say; zero: unread.
+		facts Facts
 	}{{
 		name: "waiting in line behind another gang",
 		pod:  pending,
@@ -40,6 +42,19 @@ func TestWhy(t *testing.T) {
 			"; or gang ml/small releasing the 4 it holds in reservations",
 			"; or its turn: 1 gang ahead of it in line go first",
 		},
+	}, {
+		name: "quorum bigger than every GPU in the cluster",
+		pod:  pending,
+		gang: aGang("ml", "big", 5).
+			reason("5 members need 10 nvidia.com/gpu, 8 free").
+			line(1, 1, "priority 0; behind 0 gangs of higher priority and 0 of equal priority waiting longer").ptr(),
+		facts: Facts{ClusterGPUs: 8},
+		want: []string{
+			"It waits because 5 members need 10 nvidia.com/gpu, 8 free.",
+			"What would let it run: more GPU nodes: its quorum needs 10 nvidia.com/gpu and the schedulable nodes have 8 in all",
+			"; or lower min-available (now 5)",
+		},
+		not: []string{"free 2 more"},
 	}, {
 		name: "short of GPUs on one node",
 		pod:  pending,
@@ -146,7 +161,7 @@ func TestWhy(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Why(Case{Pod: tc.pod, Gang: tc.gang, Now: now})
+			got := Why(Case{Pod: tc.pod, Gang: tc.gang, Now: now, Facts: tc.facts})
 			assertInOrder(t, got, tc.want)
 			for _, n := range tc.not {
 				assert.NotContains(t, got, n)

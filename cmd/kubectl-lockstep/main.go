@@ -46,6 +46,7 @@ type flags struct {
 	lockstepNS    string
 	selector      string
 	debugPort     int
+	debugURL      string
 }
 
 func newFlags(fs *pflag.FlagSet) *flags {
@@ -56,6 +57,7 @@ func newFlags(fs *pflag.FlagSet) *flags {
 	fs.StringVar(&f.lockstepNS, "lockstep-namespace", "", "where the lockstep pod runs; empty looks in every namespace")
 	fs.StringVar(&f.selector, "lockstep-selector", inspect.DefaultSelector, "label selector of the lockstep pod (its container must be named \"lockstep\")")
 	fs.IntVar(&f.debugPort, "debug-port", 0, "lockstep's debug port inside its pod; 0 reads it from the container's --debug-listen (default 8889)")
+	fs.StringVar(&f.debugURL, "debug-url", "", "read lockstep's debug address at this URL (e.g. http://127.0.0.1:8889 on a control-plane node running lockstep beside the scheduler) instead of port-forwarding to its pod")
 	return f
 }
 
@@ -115,6 +117,9 @@ func (f *flags) execute(ctx context.Context, command string, args []string) erro
 // connect finds the lockstep pod and port-forwards to it when a command first needs lockstep.
 func (f *flags) connect(cfg *rest.Config, client kubernetes.Interface) func(context.Context) (inspect.Fetcher, func(), error) {
 	return func(ctx context.Context) (inspect.Fetcher, func(), error) {
+		if f.debugURL != "" {
+			return inspect.Direct{URL: f.debugURL}, func() {}, nil
+		}
 		finder := inspect.Finder{Client: client, Namespace: f.lockstepNS, Selector: f.selector, Port: f.debugPort}
 		target, err := finder.Find(ctx)
 		if err != nil {

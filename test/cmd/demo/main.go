@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/inspect"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/wellknown"
@@ -96,6 +97,10 @@ func run(ctx context.Context, keep bool) error {
 	if err == nil && len(events.Items) > 0 {
 		fmt.Println("  " + events.Items[len(events.Items)-1].Message)
 	}
+	step("kubectl lockstep why mpi-5x2gpu-0 (here with --debug-url " + env.Lockstep.DebugURL + "; in a cluster it port-forwards to lockstep's pod)")
+	if err := explain(ctx, env, "mpi-5x2gpu-0"); err != nil {
+		return err
+	}
 	fmt.Println("\nThe 5-worker job holds no GPU while it waits; the 4-worker job got all 8 at once.")
 
 	if keep {
@@ -105,6 +110,15 @@ func run(ctx context.Context, keep bool) error {
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// explain prints what `kubectl lockstep why` says of pod, through the plugin's own code.
+func explain(ctx context.Context, env *harness.Env, pod string) error {
+	req := inspect.Request{Command: "why", Args: []string{pod}, Namespace: namespace, Out: os.Stdout, ErrOut: os.Stderr}
+	direct := func(context.Context) (inspect.Fetcher, func(), error) {
+		return inspect.Direct{URL: env.Lockstep.DebugURL}, func() {}, nil
+	}
+	return inspect.Run(ctx, req, inspect.Cluster{Client: env.Cluster.Client, Connect: direct, Now: time.Now})
 }
 
 func submit(ctx context.Context, env *harness.Env, example string) error {
