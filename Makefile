@@ -116,6 +116,7 @@ soak: control-plane
 test: vet control-plane unit fuzz e2e
 
 demo: control-plane
+	@echo "==> Compiling and starting the demo (the first time: about a minute)"
 	$(GO) run ./test/cmd/demo
 
 # The schedulers the throughput bench compares lockstep with, and what runs beside them.
