@@ -109,13 +109,15 @@ func printTargets(out io.Writer, w workload, results []result) {
 		fmt.Sprintf("%s as the bench's watch saw it; %s by lockstep's own commit records", seconds(ls.maxPartial), seconds(ls.commitPartial)))
 	if stock, ok := byKey["stock"]; ok && stock.err == nil {
 		ratio := ls.ordinary.perSecond() / stock.ordinary.perSecond()
-		verdict(ratio >= 0.8, fmt.Sprintf("ordinary pods/s with lockstep >= 80%% of kube-scheduler alone (%d nodes)", w.nodes),
+		verdict(ratio >= 0.95, fmt.Sprintf("ordinary pods/s with lockstep >= 95%% of kube-scheduler alone (%d nodes)", w.nodes),
 			fmt.Sprintf("%.0f%% (%s vs %s)", 100*ratio, perSecond(ls.ordinary), perSecond(stock.ordinary)))
 	}
 	for _, peer := range []string{"coscheduling", "volcano", "koordinator"} {
 		if p, ok := byKey[peer]; ok && p.err == nil {
 			verdict(ls.gang.perSecond() > p.gang.perSecond(), "gang pods/s with lockstep ahead of "+p.mode.label,
 				fmt.Sprintf("%s vs %s", perSecond(ls.gang), perSecond(p.gang)))
+			verdict(len(ls.idle) > 0 && len(p.idle) > 0 && percentile(ls.idle, 99) < percentile(p.idle, 99),
+				"idle gang latency p99 with lockstep ahead of "+p.mode.label, fmt.Sprintf("%s vs %s", pct(ls.idle, 99), pct(p.idle, 99)))
 		}
 	}
 	verdict(len(ls.idle) > 0 && percentile(ls.idle, 99) < time.Second, "idle gang latency p99 < 1s with lockstep", pct(ls.idle, 99))
