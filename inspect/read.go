@@ -6,31 +6,9 @@ import (
 	"fmt"
 	"net/url"
 
+	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/gang"
 )
-
-// Queue is one team queue as /debug/queues shows it; only what the table reads. The fields
-// mirror the extender's answer (extender/queues.go), whose type is its own.
-type Queue struct {
-	Key        string            `json:"key"`
-	Kind       string            `json:"kind"`
-	Name       string            `json:"name"`
-	Namespace  string            `json:"namespace,omitempty"`
-	Defined    bool              `json:"defined"`
-	State      string            `json:"state,omitempty"`
-	Weight     int64             `json:"weight,omitempty"`
-	Error      string            `json:"error,omitempty"`
-	Capability map[string]string `json:"capability,omitempty"`
-	Deserved   map[string]string `json:"deserved"`
-	Allocated  map[string]string `json:"allocated"`
-	Waiting    []QueueWaiter     `json:"waiting"`
-}
-
-// QueueWaiter is a gang waiting in a queue.
-type QueueWaiter struct {
-	Gang   string `json:"gang"`
-	Reason string `json:"reason"`
-}
 
 // Answer is what lockstep answered, raw for -o json and -o yaml, and decoded for the tables.
 type Answer[T any] struct {
@@ -53,11 +31,9 @@ func ReadNodes(ctx context.Context, f Fetcher) (Answer[gang.NodeStatus], error) 
 }
 
 // ReadQueues reads /debug/queues.
-func ReadQueues(ctx context.Context, f Fetcher) (Answer[Queue], error) {
-	return read[Queue](ctx, f, "/debug/queues", func(raw []byte, out *[]Queue) error {
-		var wrapped struct {
-			Queues []Queue `json:"queues"`
-		}
+func ReadQueues(ctx context.Context, f Fetcher) (Answer[extender.QueueStatus], error) {
+	return read[extender.QueueStatus](ctx, f, "/debug/queues", func(raw []byte, out *[]extender.QueueStatus) error {
+		var wrapped extender.QueueList
 		err := json.Unmarshal(raw, &wrapped)
 		*out = wrapped.Queues
 		return err

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/gang"
 )
 
@@ -98,14 +100,14 @@ func (c Created) age(g gang.GangStatus, now time.Time) string {
 }
 
 // QueuesTable prints the team queues.
-func QueuesTable(w io.Writer, queues []Queue, v View) error {
+func QueuesTable(w io.Writer, queues []extender.QueueStatus, v View) error {
 	headers := []string{"QUEUE", "STATE", "WEIGHT", "ALLOCATED", "DESERVED", "CAPABILITY"}
 	if v.Wide {
 		headers = append(headers, "WAITING GANGS")
 	}
 	t := v.table(append(headers, "WAITING")...)
 	for _, q := range queues {
-		state := orDash(q.State)
+		state := orDash(string(q.State))
 		if q.Error != "" {
 			state = "Error"
 		}
@@ -123,7 +125,7 @@ func QueuesTable(w io.Writer, queues []Queue, v View) error {
 
 // waitingWords says how many gangs wait and why the first one does, or what is wrong with the
 // queue object itself.
-func waitingWords(q Queue) string {
+func waitingWords(q extender.QueueStatus) string {
 	if q.Error != "" {
 		return q.Error
 	}
@@ -134,7 +136,7 @@ func waitingWords(q Queue) string {
 	return fmt.Sprintf("%d: %s", len(q.Waiting), strings.TrimPrefix(first.Reason, "gang "+first.Gang+" "))
 }
 
-func waiters(ws []QueueWaiter) string {
+func waiters(ws []extender.WaitingGang) string {
 	names := make([]string, 0, len(ws))
 	for _, w := range ws {
 		names = append(names, w.Gang)
@@ -146,10 +148,10 @@ func waiters(ws []QueueWaiter) string {
 var resourceOrder = map[string]int{"nvidia.com/gpu": 0, "cpu": 1, "memory": 2}
 
 // amounts writes quantities as "gpu=4,cpu=8,memory=12Gi".
-func amounts(q map[string]string) string {
+func amounts(q extender.Quantities) string {
 	names := make([]string, 0, len(q))
 	for name := range q {
-		names = append(names, name)
+		names = append(names, string(name))
 	}
 	sort.Slice(names, func(i, j int) bool {
 		oi, iKnown := resourceOrder[names[i]]
@@ -164,7 +166,7 @@ func amounts(q map[string]string) string {
 	})
 	parts := make([]string, 0, len(names))
 	for _, name := range names {
-		parts = append(parts, strings.TrimPrefix(name, "nvidia.com/")+"="+q[name])
+		parts = append(parts, strings.TrimPrefix(name, "nvidia.com/")+"="+q[corev1.ResourceName(name)])
 	}
 	return orDash(strings.Join(parts, ","))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/gang"
 )
 
@@ -68,12 +69,12 @@ func TestGangsTableAgeUnknown(t *testing.T) {
 }
 
 func TestQueuesTable(t *testing.T) {
-	queues := []Queue{{
+	queues := []extender.QueueStatus{{
 		Key: "Volcano Queue team-a", State: "Open", Weight: 3,
-		Allocated:  map[string]string{"nvidia.com/gpu": "4", "cpu": "8", "memory": "12Gi"},
-		Deserved:   map[string]string{"nvidia.com/gpu": "6"},
-		Capability: map[string]string{"nvidia.com/gpu": "4"},
-		Waiting:    []QueueWaiter{{Gang: "ml/big", Reason: "gang ml/big waits for its queue: Volcano Queue team-a: over its limit"}},
+		Allocated:  extender.Quantities{"nvidia.com/gpu": "4", "cpu": "8", "memory": "12Gi"},
+		Deserved:   extender.Quantities{"nvidia.com/gpu": "6"},
+		Capability: extender.Quantities{"nvidia.com/gpu": "4"},
+		Waiting:    []extender.WaitingGang{{Gang: "ml/big", Reason: "gang ml/big waits for its queue: Volcano Queue team-a: over its limit"}},
 	}, {
 		Key: "ElasticQuota ml/broken", Error: "spec.max: cpu: quantities must match the regular expression",
 	}}
