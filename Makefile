@@ -5,7 +5,7 @@
 #   make bench  verb latency, allocations and memory, then throughput through the real scheduler
 GO ?= go
 
-.PHONY: all build test unit fuzz e2e soak demo bench bench-throughput bench-packing control-plane scheduler-plugins vc-scheduler koord-scheduler training-operator volcano helm mpi-operator kueue arena tools vet fmt image clean
+.PHONY: all build test unit fuzz e2e soak demo bench bench-throughput bench-burst bench-packing control-plane scheduler-plugins vc-scheduler koord-scheduler training-operator volcano helm mpi-operator kueue arena tools vet fmt image clean
 
 all: build
 
@@ -132,12 +132,19 @@ bench: $(BENCH_TOOLS)
 	$(GO) run ./test/cmd/throughput
 	$(GO) run ./test/cmd/throughput -scheduler-qps 1000
 	$(GO) run ./test/cmd/throughput -workload trace
+	$(GO) run ./test/cmd/throughput $(BURST_ARGS)
 
 # Throughput and gang latency through the real kube-scheduler: alone, with lockstep,
 # scheduler-plugins' coscheduling, Volcano's scheduler and koord-scheduler.
 # Flags: make bench-throughput ARGS="-nodes 100 -ordinary 400 -gangs 25" (or ARGS="-workload trace")
 bench-throughput: $(BENCH_TOOLS)
 	$(GO) run ./test/cmd/throughput $(ARGS)
+
+# A burst of gangs (250 x 8, created before the scheduler starts, nothing else) through lockstep
+# and Volcano's scheduler on one control plane (docs/concepts.md#a-burst-of-gangs).
+BURST_ARGS = -modes lockstep,volcano -ordinary 0 -idle-samples 0
+bench-burst: $(BENCH_TOOLS)
+	$(GO) run ./test/cmd/throughput $(BURST_ARGS) $(ARGS)
 
 bench-packing:
 	$(GO) run ./test/cmd/packing

@@ -174,9 +174,9 @@ func (m *Manager) newReservation(g *gangInfo, spec *gangspec.Spec, members []*po
 	now := m.now()
 	res := &reservation{gang: g.key, priority: g.priority(), queue: members[0].queue, created: now, expires: now.Add(m.waitingTime(spec)), done: make(chan struct{})}
 	for i, q := range members {
-		s := &slot{plannedFor: q.uid, node: nodes[i], requests: q.requests, state: slotPlanned}
+		s := &slot{plannedFor: q.uid, node: nodes[i], requests: q.requests, state: slotPlanned, nominee: &nominee{namespace: q.namespace, name: q.name}}
 		if i == 0 {
-			s.pod, s.state = q, slotReserved
+			s.pod, s.state, s.nominee = q, slotReserved, nil
 		}
 		res.slots = append(res.slots, s)
 	}
@@ -226,11 +226,17 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 			res.slots = append(res.slots, a.slot)
 		}
 		if a.slot.state == slotPlanned {
+			if a.slot.plannedFor != p.uid {
+				// Another member takes the place: the one it was planned for is no longer
+				// expected there.
+				m.withdrawLocked(a.slot.withdraw())
+			}
 			res.take(a.slot, p)
 		}
 		if a.node != "" && a.node != a.slot.node {
 			// Moved only while reserved: a committing binding reads its slot's node unlocked.
 			a.slot.node = a.node
+			m.withdrawLocked(a.slot.withdraw())
 		}
 	}
 	switch {
@@ -265,16 +271,20 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 		fx.podEvent(p, corev1.EventTypeNormal, wellknown.ReasonGangReserved, g.lastReason)
 		if len(a.evict) > 0 {
 			m.preemptLocked(g, r, a.evict, a.cause, fx)
+		} else {
+			// Not while evicting: nominated to nodes still taken by the pods going, members
+			// would fail there first and then filter every node anyway.
+			m.nominateLocked(r)
 		}
 	}
 }
 
 // answer is the decision as the scheduler reads it.
-func (a admission) answer(gang string, offered []string) FilterResult {
+func (a admission) answer(offered []string) FilterResult {
 	if a.wait != "" {
 		return failAll(offered, a.wait)
 	}
-	return passOnly(offered, a.node, fmt.Sprintf("gang %s: member reserved on node %s", gang, a.node))
+	return passOnly(a.node)
 }
 
 // bestFreeNode picks, among allowed nodes, where req fits beside bound pods, other gangs'

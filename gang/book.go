@@ -15,16 +15,18 @@ import (
 // of a gang that never reached quorum is free for others at once; the sweep reports the expiry
 // later (see expiry.go). Its methods expect the manager's lock, except sweep.
 type reservationBook struct {
-	cache *gocache.Cache
+	cache      *gocache.Cache
+	onReleased func(res *reservation)
 }
 
 // newReservationBook makes a book that hands expired reservations to onExpired, on a goroutine of
 // their own: go-cache calls back without its own lock but possibly while the caller of Delete
 // holds the manager's.
-func newReservationBook(onExpired func(gang string, res *reservation)) *reservationBook {
+// onReleased runs under the manager's lock as release drops a reservation.
+func newReservationBook(onExpired func(gang string, res *reservation), onReleased func(res *reservation)) *reservationBook {
 	// No janitor of go-cache's own: it would hold the callback, and with it the manager, for the
 	// life of the process. The manager's sweep runs until Stop.
-	b := &reservationBook{cache: gocache.New(gocache.NoExpiration, 0)}
+	b := &reservationBook{cache: gocache.New(gocache.NoExpiration, 0), onReleased: onReleased}
 	b.cache.OnEvicted(func(gang string, v any) { go onExpired(gang, v.(*reservation)) })
 	return b
 }
@@ -60,6 +62,9 @@ func (b *reservationBook) release(res *reservation) {
 	res.state = released
 	b.cache.Delete(res.gang)
 	close(res.done)
+	if b.onReleased != nil {
+		b.onReleased(res)
+	}
 }
 
 // sweep evicts expired reservations, which reports each through the book's onExpired.

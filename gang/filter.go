@@ -24,7 +24,9 @@ type FilterResult struct {
 	AllPass bool
 	// Feasible are the passing nodes, in the order offered, when not all pass.
 	Feasible []string
-	// Failed gives each failing node's reason.
+	// Failed gives each failing node's reason. It is nil when a gang member passes the one node
+	// its gang reserved for it: the scheduler then binds there and never reads the other nodes'
+	// reasons, and naming a thousand of them cost both sides more than the rest of the call.
 	Failed map[string]string
 	// Resolvable names the failed nodes whose failure is resolvable; nil when none is.
 	Resolvable map[string]bool
@@ -83,7 +85,7 @@ func (m *Manager) filterMemberLocked(info *podInfo, nodes []string, fx *effects)
 	if p.spec == nil {
 		a := admission{wait: fmt.Sprintf("gang %s: waiting for %s to exist; its members schedule only together, once it does", g.key, p.awaiting)}
 		m.applyAdmission(p, g, nil, a, fx)
-		return a.answer(g.key, nodes)
+		return a.answer(nodes)
 	}
 	if g.satisfied(p.spec) {
 		// Quorum is met: the rest of the gang schedules like ordinary pods, beside the quorums of
@@ -101,7 +103,7 @@ func (m *Manager) filterMemberLocked(info *podInfo, nodes []string, fx *effects)
 	}
 	a := m.admit(p, g, p.spec, res, nodes)
 	m.applyAdmission(p, g, res, a, fx)
-	return a.answer(g.key, nodes)
+	return a.answer(nodes)
 }
 
 // memberError is why a member is refused whatever the capacity: its markers or its group object
@@ -180,14 +182,9 @@ func failAll(nodes []string, reason string) FilterResult {
 	return FilterResult{Failed: failed}
 }
 
-func passOnly(nodes []string, keep, otherReason string) FilterResult {
-	out := FilterResult{Feasible: []string{keep}, Failed: make(map[string]string, len(nodes))}
-	for _, n := range nodes {
-		if n != keep {
-			out.Failed[n] = otherReason
-		}
-	}
-	return out
+// passOnly passes keep alone and names no failed node (see FilterResult.Failed).
+func passOnly(keep string) FilterResult {
+	return FilterResult{Feasible: []string{keep}}
 }
 
 func nodeSet(nodes []string) map[string]bool {

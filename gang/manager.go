@@ -72,6 +72,9 @@ type Config struct {
 	// outside the manager's lock; it must not block. Package podgroup looks at every group
 	// object again: one waiting for its queue may go Inqueue now.
 	OnQueuesChange func()
+	// Nominator, when set, writes the nominated node of members lockstep holds a place for
+	// (nominations.go); nil nominates nothing.
+	Nominator Nominator
 }
 
 const (
@@ -146,7 +149,7 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 
 		evictRefused: map[types.UID]time.Time{},
 	}
-	m.book = newReservationBook(m.onExpired)
+	m.book = newReservationBook(m.onExpired, func(res *reservation) { m.withdrawLocked(res.withdrawAll()) })
 	go m.sweepExpired()
 	go m.conditions.run(m.stop)
 	return m

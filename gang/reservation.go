@@ -49,6 +49,9 @@ type slot struct {
 	gpuIDs []int
 	// cancel stops the member's binding while the gang commits; nil before.
 	cancel context.CancelFunc
+	// nominee is the member the plan had in mind, for its nomination (nominations.go); nil for
+	// the member at filter when the slot was made.
+	nominee *nominee
 }
 
 // holdsCapacity reports whether the slot's capacity is still set aside (a bound member's capacity

@@ -21,6 +21,7 @@ import (
 	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/leadership"
+	"github.com/lockstep-sched/lockstep/nominate"
 	"github.com/lockstep-sched/lockstep/podgroup"
 	"github.com/lockstep-sched/lockstep/serving"
 	"github.com/lockstep-sched/lockstep/tenancy"
@@ -41,7 +42,9 @@ type app struct {
 	// and the group and queue objects the apiserver served at start.
 	handlersSynced func() bool
 	groups         *podgroup.Syncer
-	queues         *tenancy.Watcher
+	// nominations writes nominated nodes (--nominate-reserved); nil when off.
+	nominations *nominate.Writer
+	queues      *tenancy.Watcher
 	// leader says whether this replica's scheduler leads; only then does lockstep write on its
 	// own initiative (see package leadership).
 	leader *leadership.Follower
@@ -64,6 +67,11 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	if opts.gangPreemption || opts.queueReclaim || opts.takeBackExtras {
 		evicter = gang.APIEvicter{Client: c.bind} // an eviction makes room for a gang to bind
 	}
+	var nominator gang.Nominator
+	if opts.nominate {
+		a.nominations = nominate.New(c.nominate, nominateWorkers, reg)
+		nominator = a.nominations
+	}
 	a.manager = gang.NewManager(gang.Config{
 		Evicter:              evicter,
 		NoPriorityPreemption: !opts.gangPreemption,
@@ -78,6 +86,7 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 		Reader:               dialect.Pods{},
 		OnGangChange:         func(key string) { groups.GangChanged(key) },
 		OnQueuesChange:       func() { groups.Resync() },
+		Nominator:            nominator,
 	}, gang.NewAPIBinder(c.bind), getPod, recorder, gang.NewMetrics(reg))
 	groups = podgroup.New(c.groups, c.discovery, a.manager, opts.groupDiscoveryInterval)
 	groups.SetWriteGate(a.leader.Leading)
@@ -154,6 +163,9 @@ func (a *app) start(ctx context.Context) {
 	leaseSynced := a.leader.Run(ctx)
 	go a.groups.Run(ctx)
 	go a.queues.Run(ctx)
+	if a.nominations != nil {
+		go a.nominations.Run(ctx)
+	}
 	start := time.Now()
 	if !cache.WaitForCacheSync(ctx.Done(), a.handlersSynced, leaseSynced) {
 		klog.InfoS("Informers did not sync before shutdown")

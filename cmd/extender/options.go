@@ -39,6 +39,18 @@ const (
 	defaultBindBurst = 1000
 )
 
+// Nominations come at most one per gang member, as fast as the scheduler reserves gangs: below
+// the bindings that follow them. A nomination that waits on the limiter is only a hint that comes
+// late: the member's cycle then filters every node, as it would without one.
+const (
+	defaultNominateQPS   = 300
+	defaultNominateBurst = 600
+)
+
+// nominateWorkers write nominations at once: enough that a burst of gangs is nominated ahead of
+// the members' cycles over loopback or a LAN, few enough to leave the apiserver to bindings.
+const nominateWorkers = 4
+
 // defaultSchedulerHTTPTimeout is kube-scheduler's httpTimeout when an extender stanza leaves it unset.
 const defaultSchedulerHTTPTimeout = 5 * time.Second
 
@@ -67,6 +79,7 @@ type options struct {
 	takeBackExtras         bool
 	queueReclaim           bool
 	shortlist              bool
+	nominate               bool
 	starvationThreshold    time.Duration
 	// topologyTiers is the --topology-tiers flag; tiers is it parsed by validate.
 	topologyTiers string
@@ -77,6 +90,8 @@ type options struct {
 	bindBurst     int
 	eventsQPS     float64
 	eventsBurst   int
+	nominateQPS   float64
+	nominateBurst int
 	gcPercent     int
 	memoryLimit   int64
 	profiling     bool
@@ -97,6 +112,7 @@ func defaultOptions() options {
 		gangPreemption:         true,
 		takeBackExtras:         true,
 		shortlist:              true,
+		nominate:               false,
 		starvationThreshold:    gang.DefaultStarvationThreshold,
 		qps:                    50,
 		burst:                  100,
@@ -104,6 +120,8 @@ func defaultOptions() options {
 		bindBurst:              defaultBindBurst,
 		eventsQPS:              20,
 		eventsBurst:            50,
+		nominateQPS:            defaultNominateQPS,
+		nominateBurst:          defaultNominateBurst,
 		gcPercent:              400,
 		memoryLimit:            256 << 20,
 	}
@@ -145,6 +163,9 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.bindBurst, "bind-burst", o.bindBurst, "burst of bindings (a gang's commit writes min-available at once)")
 	fs.Float64Var(&o.eventsQPS, "events-qps", o.eventsQPS, "queries per second for events and pod conditions, on a client of their own so they never delay a binding; under pressure they are dropped")
 	fs.IntVar(&o.eventsBurst, "events-burst", o.eventsBurst, "burst of event and pod-condition writes")
+	fs.BoolVar(&o.nominate, "nominate-reserved", o.nominate, "write status.nominatedNodeName on the members of a gang lockstep reserved for, naming the node held for each, so that kube-scheduler tries that node alone first instead of filtering and scoring every node; lockstep clears it when the reservation ends without binding them. One write per member")
+	fs.Float64Var(&o.nominateQPS, "nominate-qps", o.nominateQPS, "queries per second for --nominate-reserved writes, on a client of their own so they never delay a binding")
+	fs.IntVar(&o.nominateBurst, "nominate-burst", o.nominateBurst, "burst of --nominate-reserved writes")
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage collection target (GOGC); a collection slows the calls it overlaps, and collecting less often than Go's default of 100 keeps them rare. The GOGC environment variable wins when set")
 	fs.Int64Var(&o.memoryLimit, "memory-limit", o.memoryLimit, "soft memory limit in bytes (GOMEMLIMIT): near it the collector runs more often, which bounds memory despite --gc-percent; 0 for none. The GOMEMLIMIT environment variable wins when set")
 	fs.BoolVar(&o.profiling, "profiling", o.profiling, "serve Go's profiler under /debug/pprof/ on the --debug-listen address")
@@ -326,7 +347,7 @@ func extenderHTTPTimeout(path string, cfg *schedconfigv1.KubeSchedulerConfigurat
 // clients are lockstep's connections to the apiserver, one per kind of traffic, each with a rate
 // limit of its own: a burst of events or condition writes must never make a binding wait.
 type clients struct {
-	main, bind, events kubernetes.Interface
+	main, bind, events, nominate kubernetes.Interface
 	// groups reads and writes other gang schedulers' PodGroups (package podgroup), under main's
 	// rate limit: their traffic is a few writes per gang.
 	groups    dynamic.Interface
@@ -358,7 +379,7 @@ func (o *options) kubeClients() (clients, error) {
 			return clients{}, err
 		}
 	}
-	c := clients{main: built[0], bind: built[1], events: built[2], discovery: built[0].Discovery()}
+	c := clients{main: built[0], bind: built[1], events: built[2], nominate: built[3], discovery: built[0].Discovery()}
 	if c.groups, err = dynamic.NewForConfig(configs[0]); err != nil {
 		return clients{}, err
 	}
@@ -372,7 +393,8 @@ type rateLimit struct {
 	burst int
 }
 
-// rateLimits lists the clients' limits in the order of clients' fields: main, bind, events.
+// rateLimits lists the clients' limits in the order of clients' fields: main, bind, events,
+// nominate.
 func (o *options) rateLimits() []rateLimit {
-	return []rateLimit{{"kube-api", o.qps, o.burst}, {"bind", o.bindQPS, o.bindBurst}, {"events", o.eventsQPS, o.eventsBurst}}
+	return []rateLimit{{"kube-api", o.qps, o.burst}, {"bind", o.bindQPS, o.bindBurst}, {"events", o.eventsQPS, o.eventsBurst}, {"nominate", o.nominateQPS, o.nominateBurst}}
 }

@@ -109,16 +109,24 @@ func TestObservability(t *testing.T) {
 }
 
 // restartWithMetricsListener restarts the suite's lockstep with --metrics-listen on a free
-// loopback port and returns that address's URL; the original command line is restored when the
-// test ends. The restart resets counters, which no other test reads across tests.
+// loopback port and returns that address's URL. The restart resets counters, which no other test
+// reads across tests.
 func restartWithMetricsListener(t *testing.T) string {
 	t.Helper()
 	port, err := cluster.FreePort()
 	require.NoError(t, err)
-	orig := slices.Clone(env.lockstep.Args)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	restartLockstepWith(t, "--metrics-listen", addr)
+	return "http://" + addr
+}
+
+// restartLockstepWith restarts the suite's lockstep with extra flags after its own; the original
+// command line is restored when the test ends.
+func restartLockstepWith(t *testing.T, extra ...string) {
+	t.Helper()
+	orig := slices.Clone(env.lockstep.Args)
 	env.lockstep.Kill()
-	env.lockstep.Args = append(slices.Clone(orig), "--metrics-listen", addr)
+	env.lockstep.Args = append(slices.Clone(orig), extra...)
 	t.Cleanup(func() {
 		env.lockstep.Kill()
 		env.lockstep.Args = orig
@@ -127,7 +135,6 @@ func restartWithMetricsListener(t *testing.T) string {
 		}
 	})
 	require.NoError(t, env.lockstep.Start(context.Background()))
-	return "http://" + addr
 }
 
 // checkMonitoringOff: the default render has no metrics port, flag, Service or NetworkPolicy rule,
