@@ -60,21 +60,27 @@ func printCosts(out io.Writer, results []result) {
 	fmt.Fprintf(tw, "mode\tphase\tpods bound\twall s\t%s\tcores busy\t\n", strings.Join(costComponents, "\t"))
 	for _, r := range results {
 		for _, c := range r.costs {
-			total := 0.0
-			cells := make([]string, len(costComponents))
-			for i, name := range costComponents {
-				total += c.cpu[name]
-				cells[i] = "-"
-				if v, ok := c.cpu[name]; ok {
-					cells[i] = strconv.FormatFloat(v, 'f', 1, 64)
-				}
-			}
+			cells, total := c.cells(func(s float64) string { return strconv.FormatFloat(s, 'f', 1, 64) })
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%.2f\t\n", c.mode, c.phase, c.pods, c.wall.Seconds(),
 				strings.Join(cells, "\t"), total/c.wall.Seconds())
 		}
 	}
 	_ = tw.Flush()
 	printCostsPerPod(out, results)
+}
+
+// cells formats each process's CPU seconds in costComponents' order ("-" for one the mode does
+// not run) and sums them.
+func (c cost) cells(format func(seconds float64) string) (cells []string, total float64) {
+	cells = make([]string, len(costComponents))
+	for i, name := range costComponents {
+		cells[i] = "-"
+		if v, ok := c.cpu[name]; ok {
+			cells[i] = format(v)
+			total += v
+		}
+	}
+	return cells, total
 }
 
 // printCostsPerPod is the same CPU per pod bound, which compares modes whose phases took different
@@ -89,15 +95,7 @@ func printCostsPerPod(out io.Writer, results []result) {
 				continue
 			}
 			perPod := func(s float64) string { return strconv.FormatFloat(1000*s/float64(c.pods), 'f', 2, 64) }
-			total := 0.0
-			cells := make([]string, len(costComponents))
-			for i, name := range costComponents {
-				total += c.cpu[name]
-				cells[i] = "-"
-				if v, ok := c.cpu[name]; ok {
-					cells[i] = perPod(v)
-				}
-			}
+			cells, total := c.cells(perPod)
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", c.mode, c.phase, strings.Join(cells, "\t"), perPod(total))
 		}
 	}
