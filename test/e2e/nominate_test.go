@@ -59,25 +59,29 @@ func TestNominatedMembers(t *testing.T) {
 
 // burstOfGangs creates gangs x size members (1 GPU each) while the scheduler is down, as after a
 // restart with work pending, so that the scheduler takes them in its queue's order with every
-// gang's members interleaved; it then waits until all are bound, never a gang partly, and returns
+// gang's members interleaved; it then waits until all are bound, never a gang partly, and logs
 // how many were bound after a cycle over a single node.
-func burstOfGangs(t *testing.T, gangs, size int) int {
+func burstOfGangs(t *testing.T, gangs, size int) {
 	t.Helper()
 	s := newScenario(t, 16, 8)
+	shipped := cluster.SchedulerOptions{ConfigPath: filepath.Join(env.root, harness.SchedulerConfig), ExtenderURL: env.lockstep.URL}
 	env.cluster.StopScheduler()
+	t.Cleanup(func() { // a test stopped half way must not leave the suite without its scheduler
+		if env.cluster.Pid(cluster.KubeScheduler) == 0 {
+			restartScheduler(t, shipped)
+		}
+	})
 	for g := range gangs {
 		for i := range size {
 			s.create(podSpec{name: fmt.Sprintf("b%02d-%d", g, i), gpus: 1, gang: fmt.Sprintf("b%02d", g), minAvailable: size}.pod())
 		}
 	}
-	restartScheduler(t, cluster.SchedulerOptions{ConfigPath: filepath.Join(env.root, harness.SchedulerConfig), ExtenderURL: env.lockstep.URL})
+	restartScheduler(t, shipped)
 	s.eventually(90*time.Second, "every member bound", func() bool { return s.boundIn("b") == gangs*size })
 	for g := range gangs {
 		s.binds.assertNeverPartial(t, fmt.Sprintf("b%02d", g), size)
 	}
-	oneNode := len(s.boundAfterOneNodeCycle())
-	t.Logf("%d of %d members bound after a cycle over one node", oneNode, gangs*size)
-	return oneNode
+	t.Logf("%d of %d members bound after a cycle over one node", len(s.boundAfterOneNodeCycle()), gangs*size)
 }
 
 // nominationsWritten is lockstep's count of nominations the apiserver accepted.
