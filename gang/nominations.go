@@ -56,7 +56,8 @@ func (s *slot) withdraw() []Nomination {
 }
 
 // withdrawAll collects the withdrawals of every standing nomination of a reservation whose
-// members will not bind through it; a bound member's nomination names its node and stays.
+// members will not bind through it. A bound member's is left alone: it named the node the member
+// bound to, and kube-apiserver clears it at binding (ClearingNominatedNodeNameAfterBinding).
 func (r *reservation) withdrawAll() []Nomination {
 	var out []Nomination
 	for _, s := range r.slots {

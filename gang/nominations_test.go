@@ -68,7 +68,7 @@ func TestNominations(t *testing.T) {
 		require.Equal(t, Nomination{Namespace: "default", Name: pods[1].Name, Was: got[0].Node}, got[1])
 	})
 
-	t.Run("a quorum that binds keeps its nominations: they name where the members are", func(t *testing.T) {
+	t.Run("a quorum that binds takes no nomination back", func(t *testing.T) {
 		e, rec := nominationEnv(t, gpuNodes("n", 2, 2)...)
 		pods := members("default", "b", "b", 2, 2, 2)
 		e.add(pods...)
