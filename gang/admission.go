@@ -174,9 +174,9 @@ func (m *Manager) newReservation(g *gangInfo, spec *gangspec.Spec, members []*po
 	now := m.now()
 	res := &reservation{gang: g.key, priority: g.priority(), queue: members[0].queue, created: now, expires: now.Add(m.waitingTime(spec)), done: make(chan struct{})}
 	for i, q := range members {
-		s := &slot{plannedFor: q.uid, node: nodes[i], requests: q.requests, state: slotPlanned, nominee: &nominee{namespace: q.namespace, name: q.name}}
+		s := &slot{plannedFor: q.uid, node: nodes[i], requests: q.requests, state: slotPlanned}
 		if i == 0 {
-			s.pod, s.state, s.nominee = q, slotReserved, nil
+			s.pod, s.state = q, slotReserved
 		}
 		res.slots = append(res.slots, s)
 	}
@@ -229,14 +229,14 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 			if a.slot.plannedFor != p.uid {
 				// Another member takes the place: the one it was planned for is no longer
 				// expected there.
-				m.withdrawLocked(a.slot.withdraw())
+				m.withdrawLocked(a.slot)
 			}
 			res.take(a.slot, p)
 		}
 		if a.node != "" && a.node != a.slot.node {
 			// Moved only while reserved: a committing binding reads its slot's node unlocked.
 			a.slot.node = a.node
-			m.withdrawLocked(a.slot.withdraw())
+			m.withdrawLocked(a.slot)
 		}
 	}
 	switch {

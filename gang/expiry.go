@@ -113,7 +113,7 @@ func (m *Manager) expireLocked(key string, res *reservation, fx *effects) {
 	res.state = released
 	res.expired = true
 	close(res.done)
-	m.withdrawLocked(res.withdrawAll())
+	m.withdrawReleasedLocked(res)
 	m.metrics.observeExpiry()
 	g, ok := m.ledger.gangs[key]
 	if !ok {

@@ -149,7 +149,7 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 
 		evictRefused: map[types.UID]time.Time{},
 	}
-	m.book = newReservationBook(m.onExpired, func(res *reservation) { m.withdrawLocked(res.withdrawAll()) })
+	m.book = newReservationBook(m.onExpired, m.withdrawReleasedLocked)
 	go m.sweepExpired()
 	go m.conditions.run(m.stop)
 	return m

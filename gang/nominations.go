@@ -24,60 +24,50 @@ type Nomination struct {
 	Node, Was       string
 }
 
-// nominee is the member a slot's nomination was written for.
-type nominee struct {
-	namespace, name string
-	// node is the node it was nominated to; "" when no nomination stands.
-	node string
-}
-
-// nominate collects the nominations of a new reservation: every planned slot's member goes to the
-// slot's node. The first slot is the member at filter, in its cycle already.
-func (r *reservation) nominate() []Nomination {
+// nominateLocked hands the Nominator, if there is one, the nominations of a new reservation:
+// every planned slot's member goes to the slot's node. The first slot is the member at filter, in
+// its cycle already.
+func (m *Manager) nominateLocked(r *reservation) {
+	if m.cfg.Nominator == nil {
+		return
+	}
 	var out []Nomination
 	for _, s := range r.slots {
-		if s.state != slotPlanned || s.nominee == nil {
+		q := m.ledger.pods[s.plannedFor]
+		if s.state != slotPlanned || q == nil {
 			continue
 		}
-		s.nominee.node = s.node
-		out = append(out, Nomination{Namespace: s.nominee.namespace, Name: s.nominee.name, Node: s.node})
+		s.nominated = s.node
+		out = append(out, Nomination{Namespace: q.namespace, Name: q.name, Node: s.node})
 	}
-	return out
+	m.cfg.Nominator.Nominate(out)
 }
 
-// withdraw collects the withdrawals of a slot's standing nomination.
-func (s *slot) withdraw() []Nomination {
-	if s.nominee == nil || s.nominee.node == "" {
-		return nil
-	}
-	n := Nomination{Namespace: s.nominee.namespace, Name: s.nominee.name, Was: s.nominee.node}
-	s.nominee.node = ""
-	return []Nomination{n}
-}
-
-// withdrawAll collects the withdrawals of every standing nomination of a reservation whose
-// members will not bind through it. A bound member's is left alone: it named the node the member
-// bound to, and kube-apiserver clears it at binding (ClearingNominatedNodeNameAfterBinding).
-func (r *reservation) withdrawAll() []Nomination {
+// withdrawLocked takes back the standing nominations of slots: each was written for the member
+// the slot was planned for. A member gone from the ledger needs none taken back.
+func (m *Manager) withdrawLocked(slots ...*slot) {
 	var out []Nomination
+	for _, s := range slots {
+		if s.nominated == "" {
+			continue
+		}
+		if q := m.ledger.pods[s.plannedFor]; q != nil {
+			out = append(out, Nomination{Namespace: q.namespace, Name: q.name, Was: s.nominated})
+		}
+		s.nominated = ""
+	}
+	if len(out) > 0 && m.cfg.Nominator != nil {
+		m.cfg.Nominator.Nominate(out)
+	}
+}
+
+// withdrawReleasedLocked takes back the nominations of a reservation whose members will not bind
+// through it. A bound member's is left alone: it named the node the member bound to, and
+// kube-apiserver clears it at binding (ClearingNominatedNodeNameAfterBinding).
+func (m *Manager) withdrawReleasedLocked(r *reservation) {
 	for _, s := range r.slots {
 		if s.state != slotBound {
-			out = append(out, s.withdraw()...)
+			m.withdrawLocked(s)
 		}
-	}
-	return out
-}
-
-// nominateLocked hands a new reservation's nominations to the Nominator, if there is one.
-func (m *Manager) nominateLocked(r *reservation) {
-	if m.cfg.Nominator != nil {
-		m.cfg.Nominator.Nominate(r.nominate())
-	}
-}
-
-// withdrawLocked hands withdrawals to the Nominator, if there is one.
-func (m *Manager) withdrawLocked(ns []Nomination) {
-	if m.cfg.Nominator != nil && len(ns) > 0 {
-		m.cfg.Nominator.Nominate(ns)
 	}
 }

@@ -49,9 +49,9 @@ type slot struct {
 	gpuIDs []int
 	// cancel stops the member's binding while the gang commits; nil before.
 	cancel context.CancelFunc
-	// nominee is the member the plan had in mind, for its nomination (nominations.go); nil for
-	// the member at filter when the slot was made.
-	nominee *nominee
+	// nominated is the node the member the slot was planned for was nominated to
+	// (nominations.go); "" when no nomination stands.
+	nominated string
 }
 
 // holdsCapacity reports whether the slot's capacity is still set aside (a bound member's capacity
