@@ -273,8 +273,10 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 			m.preemptLocked(g, r, a.evict, a.cause, fx)
 		} else {
 			// Not while evicting: nominated to nodes still taken by the pods going, members
-			// would fail there first and then filter every node anyway.
+			// would fail there first and then filter every node anyway. Nor recalled: the
+			// victims' deletions bring them back.
 			m.nominateLocked(r)
+			m.recallParkedLocked(g, r, fx)
 		}
 	}
 }

@@ -283,6 +283,37 @@ func TestArrivingMemberWakesItsGang(t *testing.T) {
 	require.Never(t, func() bool { return len(writes.reasons("default/p-0")) > 1 }, 100*time.Millisecond, 10*time.Millisecond)
 }
 
+// Members turned away one after another while their gang was short wait in the scheduler for a
+// change: a member arriving while the gang is still short wakes none of them (it would only be
+// turned away again), and the reservation the last one makes recalls each of the others once.
+func TestReservationRecallsMembersTurnedAway(t *testing.T) {
+	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	writes := &recordingConditions{}
+	e.m.SetConditionWriter(writes)
+	pods := members("default", "trickle", "p", 4, 4, 1)
+	for _, p := range pods[:3] {
+		e.add(p)
+		require.Empty(t, e.filter(p).Feasible, "%s: the gang is short", p.Name)
+	}
+	e.add(pods[3])
+	require.Eventually(t, func() bool {
+		return slices.Equal(writes.reasons("default/p-0"), []string{wellknown.ConditionReasonMemberArrived})
+	}, 5*time.Second, 5*time.Millisecond, "the last arrival wakes the oldest member, and no earlier one did")
+
+	require.Len(t, e.filter(pods[3]).Feasible, 1, "the last member reserves for all four")
+	for _, name := range []string{"default/p-1", "default/p-2"} {
+		require.Eventually(t, func() bool {
+			return slices.Equal(writes.reasons(name), []string{wellknown.ConditionReasonPlaceReserved})
+		}, 5*time.Second, 5*time.Millisecond, "%s is recalled to its place", name)
+	}
+	for _, p := range pods[:3] {
+		require.Len(t, e.filter(p).Feasible, 1, "%s passes its reserved node", p.Name)
+	}
+	require.Never(t, func() bool {
+		return len(writes.reasons("default/p-0")) != 1 || len(writes.reasons("default/p-1")) != 1 || len(writes.reasons("default/p-3")) != 0
+	}, 100*time.Millisecond, 10*time.Millisecond, "each member is written at most once, the one at filter never")
+}
+
 // recordingConditions keeps the condition reasons written, per pod.
 type recordingConditions struct {
 	mu  sync.Mutex

@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -38,7 +39,7 @@ type conditionWrite struct {
 
 // capacityFreedLocked collects the writes that wake the gangs waiting without a reservation:
 // one member each is enough, because the first member back at filter reserves for its whole gang
-// and its held bind brings the rest (a failing bind makes the scheduler retry every parked pod).
+// and its reservation recalls the rest (recallParkedLocked).
 func (m *Manager) capacityFreedLocked(freedBy string, fx *effects) {
 	for key, g := range m.ledger.gangs {
 		if key == freedBy || m.liveReservation(key) != nil {
@@ -56,12 +57,34 @@ func (m *Manager) wakeLocked(g *gangInfo, reason, message string, fx *effects) {
 	}
 	for _, p := range g.sortedMembers() {
 		if !p.holds() && !p.terminal && !p.gated && p.spec != nil {
-			fx.condition(conditionWrite{p.namespace, p.name, corev1.PodCondition{
-				Type: wellknown.ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: message,
-			}})
+			m.writeConditionLocked(p, reason, message, fx)
 			return
 		}
 	}
+}
+
+// recallParkedLocked sends back to filter the members a new reservation planned places for and
+// lockstep had turned away: kube-scheduler keeps them out of its queue until something changes,
+// and the quorum would wait on them until then. Members created one after another (as operators
+// create them) are turned away in turn while the gang is short, so there are often several.
+func (m *Manager) recallParkedLocked(g *gangInfo, r *reservation, fx *effects) {
+	for _, s := range r.slots {
+		p := m.ledger.pods[s.plannedFor]
+		if s.state != slotPlanned || p == nil || !p.parked || p.terminal {
+			continue
+		}
+		m.writeConditionLocked(p, wellknown.ConditionReasonPlaceReserved,
+			fmt.Sprintf("gang %s reserved a place for this member on node %s; it is being scheduled again", g.key, s.node), fx)
+	}
+}
+
+// writeConditionLocked writes the condition on p, which kube-scheduler takes as a reason to try
+// the pod again; p is then no longer parked.
+func (m *Manager) writeConditionLocked(p *podInfo, reason, message string, fx *effects) {
+	p.parked = false
+	fx.condition(conditionWrite{p.namespace, p.name, corev1.PodCondition{
+		Type: wellknown.ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: message,
+	}})
 }
 
 // conditionQueueSize bounds the condition writes waiting for the apiserver. They are wake-up

@@ -128,9 +128,7 @@ func (m *Manager) expireLocked(key string, res *reservation, fx *effects) {
 	for _, p := range g.sortedMembers() {
 		fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonGangTimedOut, g.lastReason)
 		if !p.holds() && !p.terminal {
-			fx.condition(conditionWrite{p.namespace, p.name, corev1.PodCondition{
-				Type: wellknown.ConditionGangScheduled, Status: corev1.ConditionFalse, Reason: wellknown.ConditionReasonTimedOut, Message: g.lastReason,
-			}})
+			m.writeConditionLocked(p, wellknown.ConditionReasonTimedOut, g.lastReason, fx)
 		}
 	}
 }

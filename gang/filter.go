@@ -76,6 +76,14 @@ func (m *Manager) filterMemberLocked(info *podInfo, nodes []string, fx *effects)
 	if err != nil {
 		return failAll(nodes, err.Error())
 	}
+	p.parked = false // back at filter; a reservation this call makes need not recall it
+	result := m.answerMemberLocked(p, nodes, fx)
+	p.parked = len(result.Passing(nodes)) == 0
+	return result
+}
+
+// answerMemberLocked is filterMemberLocked's decision for a member the ledger has taken in.
+func (m *Manager) answerMemberLocked(p *podInfo, nodes []string, fx *effects) FilterResult {
 	g := m.ledger.gangOf(p)
 	fx.touched(g.key)
 	if err := cmp.Or(memberError(p, g), m.tierError(p, g)); err != nil {

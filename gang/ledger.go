@@ -128,6 +128,7 @@ func (l *ledger) upsertInfo(next *podInfo) *podInfo {
 	if ok {
 		next.lastEvent = prev.lastEvent
 		next.evicting = prev.evicting
+		next.parked = prev.parked
 		// lockstep marks a pod bound as soon as its binding succeeds; an informer event from
 		// before the binding must not take that back.
 		if prev.holds() && next.node == "" && !next.terminal {

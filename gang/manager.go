@@ -220,11 +220,21 @@ func (m *Manager) upsertInfo(info *podInfo) *podInfo {
 	return p
 }
 
-// memberArrivedLocked wakes a gang that turned members away for lack of members, now that one
-// more exists: its oldest waiting member comes back to filter and plans the quorum.
+// memberArrivedLocked wakes a gang that turned members away for lack of members, once enough
+// exist: its oldest waiting member comes back to filter and plans the quorum. Woken sooner, it
+// would only be turned away again, a full scheduling cycle, a status write and an event for each
+// member that arrives. The new member goes to filter by itself; this wake is for when the
+// scheduler's own filters stop it there.
 func (m *Manager) memberArrivedLocked(p *podInfo, fx *effects) {
 	g := m.ledger.gangOf(p)
 	if g == nil || !g.lackedMembers || p.terminal {
+		return
+	}
+	spec, ref := g.reference()
+	if spec == nil {
+		return
+	}
+	if _, wait := quorumMembers(ref, g, spec); wait != "" {
 		return
 	}
 	g.lackedMembers = false

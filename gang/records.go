@@ -66,6 +66,10 @@ type podInfo struct {
 	condition string
 	// lastEvent de-duplicates the events lockstep emits on this pod.
 	lastEvent string
+	// parked: lockstep turned the pod away at filter, and has neither seen it back there nor woken
+	// it since. kube-scheduler keeps such a pod out of its queue until something changes, and a
+	// reservation made for it by another member is no change it sees (recallParkedLocked).
+	parked bool
 	// gpuIDs are the GPU indices the pod holds on its node, from wellknown.AnnotationGPUIDs; nil
 	// when unknown.
 	gpuIDs []int
@@ -151,8 +155,8 @@ type gangInfo struct {
 	// it has waited since its oldest member was created (see waitedSince).
 	waitingSince time.Time
 	// lackedMembers: a member was turned away because too few members existed. The scheduler
-	// does not try a parked pod again when another pod is created, so the next member to arrive
-	// wakes one of those turned away (memberArrivedLocked).
+	// does not try a parked pod again when another pod is created, so the member whose arrival
+	// makes enough wakes one of those turned away (memberArrivedLocked).
 	lackedMembers bool
 	// extrasTaken counts the members beyond its quorum lockstep evicted for other gangs' quorums
 	// (extras.go), for /debug/gangs.

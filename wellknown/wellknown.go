@@ -133,6 +133,9 @@ const (
 	ConditionReasonRulesChanged = "RulesChanged"
 	// ConditionReasonMemberArrived: a member the gang was waiting for was created.
 	ConditionReasonMemberArrived = "MemberArrived"
+	// ConditionReasonPlaceReserved: another member reserved a place for this one, which lockstep
+	// had turned away while its gang could not be planned.
+	ConditionReasonPlaceReserved = "PlaceReserved"
 	// ConditionReasonQuorumFits: the gang's quorum fits free capacity, yet none of its members
 	// has been back to filter for a while.
 	ConditionReasonQuorumFits = "QuorumFits"

@@ -25,6 +25,7 @@ import (
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // scenario is one test's namespace and nodes, removed when the test ends.
@@ -260,6 +261,20 @@ func (s *scenario) hasEvent(pod, reason, contains string) bool {
 	}
 	for _, e := range list.Items {
 		if strings.Contains(e.Message, contains) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasCondition reports whether the pod carries lockstep's GangScheduled=False condition with reason.
+func (s *scenario) hasCondition(pod, reason string) bool {
+	p, err := env.client.CoreV1().Pods(s.ns).Get(s.ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == wellknown.ConditionGangScheduled && c.Status == corev1.ConditionFalse && c.Reason == reason {
 			return true
 		}
 	}

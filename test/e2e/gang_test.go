@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/wellknown"
@@ -198,6 +197,36 @@ func TestRestartMidGangLeavesNoPartialGang(t *testing.T) {
 	})
 }
 
+// (v-b) Members created one after another, as operators create them: those turned away while
+// the gang was short are sent back by the reservation another member makes, not by the scheduler's
+// retry after a held bind gives up.
+func TestMembersCreatedOneByOneAreRecalled(t *testing.T) {
+	s := newScenario(t, 2, 4)
+	member := func(i int) *corev1.Pod {
+		return podSpec{name: fmt.Sprintf("trickle-%d", i), gpus: 1, gang: "trickle", minAvailable: 4}.pod()
+	}
+	s.create(member(0))
+	s.create(member(1))
+	s.eventually(30*time.Second, "both early members turned away while the gang is short", func() bool {
+		return strings.Contains(s.schedulingMessage("trickle-0"), "waiting for members") &&
+			strings.Contains(s.schedulingMessage("trickle-1"), "waiting for members")
+	})
+	s.create(member(2))
+	s.create(member(3))
+	s.eventually(30*time.Second, "the gang bound", func() bool { return s.boundIn("trickle") == 4 })
+	s.binds.assertNeverPartial(t, "trickle", 4)
+
+	recalled := 0
+	for i := range 4 {
+		if s.hasCondition(fmt.Sprintf("trickle-%d", i), wellknown.ConditionReasonPlaceReserved) {
+			recalled++
+		}
+		require.False(t, s.hasEvent(fmt.Sprintf("trickle-%d", i), "FailedScheduling", "waiting for gang quorum"),
+			"trickle-%d's bind was sent back to the scheduler to bring a parked member", i)
+	}
+	require.NotZero(t, recalled, "a member turned away early carries the PlaceReserved condition")
+}
+
 // (vi) A gang that cannot complete gives its reservation back when its waiting time runs out,
 // says so, and the gang waiting behind it gets the GPUs.
 func TestExpiredReservationLetsNextGangThrough(t *testing.T) {
@@ -220,16 +249,7 @@ func TestExpiredReservationLetsNextGangThrough(t *testing.T) {
 	require.Regexp(t, "reservation expired|reservation timed out", s.gangs()["stuck"].Reason)
 	s.eventually(30*time.Second, "a GangTimedOut event", func() bool { return s.hasEvent("stuck-0", wellknown.ReasonGangTimedOut, "expired") })
 	s.eventually(30*time.Second, "the GangScheduled=False TimedOut condition on the stuck members", func() bool {
-		pod, err := env.client.CoreV1().Pods(s.ns).Get(s.ctx, "stuck-0", metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		for _, c := range pod.Status.Conditions {
-			if c.Type == wellknown.ConditionGangScheduled && c.Status == corev1.ConditionFalse && c.Reason == wellknown.ConditionReasonTimedOut {
-				return true
-			}
-		}
-		return false
+		return s.hasCondition("stuck-0", wellknown.ConditionReasonTimedOut)
 	})
 	s.eventually(60*time.Second, "gang next bound", func() bool { return s.boundIn("next") == 2 })
 	require.Zero(t, s.boundIn("stuck"))
