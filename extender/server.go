@@ -76,6 +76,9 @@ type server struct {
 	sched   Scheduler
 	opts    Options
 	latency *prometheus.HistogramVec
+	// offered counts the nodes each filter call offers: every node unless kube-scheduler was
+	// told to sample them (percentageOfNodesToScore below 100), one when it tries a nominated node.
+	offered prometheus.Histogram
 	names   nameTable
 }
 
@@ -91,7 +94,12 @@ func NewHandler(sched Scheduler, opts Options) http.Handler {
 			Help:    "Time to answer kube-scheduler's extender calls, by verb and HTTP status code.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"verb", "code"})
-		opts.Registry.MustRegister(s.latency)
+		s.offered = prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lockstep_filter_offered_nodes",
+			Help:    "Nodes kube-scheduler offered per filter call: its cluster after its own filters, or the one node it tries first for a pod nominated there.",
+			Buckets: []float64{1, 2, 10, 100, 1000, 5000},
+		})
+		opts.Registry.MustRegister(s.latency, s.offered)
 	}
 	r.Group(func(verbs chi.Router) {
 		if opts.Caller != nil {
@@ -186,6 +194,9 @@ func (s *server) filter(w http.ResponseWriter, r *http.Request) int {
 		return code
 	}
 	defer call.release()
+	if s.offered != nil {
+		s.offered.Observe(float64(len(call.names)))
+	}
 	result := s.sched.Filter(call.args.Pod, call.names)
 	resolvable, unresolvable := splitFailures(result)
 

@@ -491,6 +491,8 @@ func TestProbesMetricsAndDebug(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, string(raw), `lockstep_extender_request_duration_seconds_count{code="200",verb="filter"} 1`)
 	require.Contains(t, string(raw), `lockstep_extender_request_duration_seconds_count{code="400",verb="filter"} 1`)
+	require.Contains(t, string(raw), `lockstep_filter_offered_nodes_bucket{le="1"} 1`, "the decoded call offered one node; the malformed one counts nowhere")
+	require.Contains(t, string(raw), `lockstep_filter_offered_nodes_count 1`)
 
 	code, raw = get(t, debug, "/debug/gangs?namespace=x")
 	require.Equal(t, http.StatusOK, code)

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
@@ -20,17 +18,23 @@ import (
 // status.nominatedNodeName: kube-scheduler's cycle for such a member tries that node alone, and
 // lockstep takes the nomination back when the reservation ends without binding the member.
 func TestNominatedMembers(t *testing.T) {
-	restartLockstepWith(t, "--nominate-reserved")
+	const gangs, size = 16, 4
+	// kube-scheduler offers lockstep's filter every node that passed its own filters; only a
+	// nomination makes it try one node alone. The same burst without nominations shows it.
+	before := oneNodeFilterCalls(t)
+	burstOfGangs(t, gangs, size)
+	require.Zero(t, oneNodeFilterCalls(t)-before, "without nominations every cycle offers the scenario's nodes")
 
-	t.Run("a burst of gangs binds whole, every member after the first nominated first", func(t *testing.T) {
-		// kube-scheduler's own batching (OpportunisticBatching) also sends many cycles of a
-		// cluster this small to a single node, so the scheduler's log cannot tell a nomination
-		// used here. At 1,000 nodes, where batching sends none, docs/concepts.md counts them
-		// in the scheduler's log of a make bench-burst run.
-		const gangs, size = 16, 4
-		before := nominationsWritten(t)
+	restartLockstepWith(t, "--nominate-reserved")
+	t.Run("a burst of gangs binds whole, its members tried on their reserved node alone", func(t *testing.T) {
+		written, oneNode := nominationsWritten(t), oneNodeFilterCalls(t)
 		burstOfGangs(t, gangs, size)
-		require.GreaterOrEqual(t, nominationsWritten(t)-before, float64(gangs*(size-1)), "nominations written through the apiserver")
+		require.GreaterOrEqual(t, nominationsWritten(t)-written, float64(gangs*(size-1)), "nominations written through the apiserver")
+		// A nomination reaches the scheduler through the apiserver, so the member right after
+		// the one that reserved may have started its cycle already; most cannot have.
+		tried := oneNodeFilterCalls(t) - oneNode
+		require.GreaterOrEqual(t, tried, float64(gangs*(size-1)/2), "members tried on their nominated node alone")
+		t.Logf("%.0f of %d members' filter calls offered their nominated node alone", tried, gangs*size)
 	})
 
 	t.Run("a reservation that expires takes its nominations back", func(t *testing.T) {
@@ -59,8 +63,7 @@ func TestNominatedMembers(t *testing.T) {
 
 // burstOfGangs creates gangs x size members (1 GPU each) while the scheduler is down, as after a
 // restart with work pending, so that the scheduler takes them in its queue's order with every
-// gang's members interleaved; it then waits until all are bound, never a gang partly, and logs
-// how many were bound after a cycle over a single node.
+// gang's members interleaved; it then waits until all are bound, never a gang partly.
 func burstOfGangs(t *testing.T, gangs, size int) {
 	t.Helper()
 	s := newScenario(t, 16, 8)
@@ -81,7 +84,6 @@ func burstOfGangs(t *testing.T, gangs, size int) {
 	for g := range gangs {
 		s.binds.assertNeverPartial(t, fmt.Sprintf("b%02d", g), size)
 	}
-	t.Logf("%d of %d members bound after a cycle over one node", len(s.boundAfterOneNodeCycle()), gangs*size)
 }
 
 // nominationsWritten is lockstep's count of nominations the apiserver accepted.
@@ -105,15 +107,14 @@ func (s *scenario) nominatedNode(name string) string {
 	return p.Status.NominatedNodeName
 }
 
-// boundAfterOneNodeCycle are the scenario's pods whose binding kube-scheduler logged (at -v=2,
-// as the harness runs it) after a cycle that evaluated a single node.
-func (s *scenario) boundAfterOneNodeCycle() []string {
-	log, err := os.ReadFile(filepath.Join(env.cluster.WorkDir, cluster.KubeScheduler+".log"))
-	require.NoError(s.t, err)
-	line := regexp.MustCompile(`"Successfully bound pod to node" pod="` + regexp.QuoteMeta(s.ns) + `/([^"]+)" node="[^"]+" evaluatedNodes=1 `)
-	var out []string
-	for _, m := range line.FindAllStringSubmatch(string(log), -1) {
-		out = append(out, m[1])
+// oneNodeFilterCalls is how many of lockstep's filter calls offered a single node.
+func oneNodeFilterCalls(t *testing.T) float64 {
+	for _, m := range scrape(t, env.lockstep.DebugURL+"/metrics")["lockstep_filter_offered_nodes"].GetMetric() {
+		for _, b := range m.GetHistogram().GetBucket() {
+			if b.GetUpperBound() == 1 {
+				return float64(b.GetCumulativeCount())
+			}
+		}
 	}
-	return out
+	return 0
 }
