@@ -140,6 +140,12 @@ func (b *bench) deletePods(ctx context.Context, names []string) error {
 // seen bound; then it is deleted. It returns how many pods the apiserver showed bound.
 func (b *bench) idlePhase(ctx context.Context, m mode, ls *harness.Lockstep, res *result) (int, error) {
 	meter := b.meter(ctx, m, ls)
+	profiles := b.prof.start(ctx, m.key+"-idle", b.profileURLs(m, ls))
+	defer func() {
+		if err := profiles.wait(); err != nil {
+			fmt.Fprintf(os.Stderr, "throughput: %s idle: profile: %v\n", m.key, err)
+		}
+	}()
 	bound := 0
 	for s := range b.w.idleSamples {
 		gang := b.w.idleGangName(s)
