@@ -276,7 +276,7 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 			// would fail there first and then filter every node anyway. Nor recalled: the
 			// victims' deletions bring them back.
 			m.nominateLocked(r)
-			m.recallParkedLocked(g, r, fx)
+			m.noteParkedLocked(r)
 		}
 	}
 }

@@ -284,10 +284,14 @@ func TestArrivingMemberWakesItsGang(t *testing.T) {
 }
 
 // Members turned away one after another while their gang was short wait in the scheduler for a
-// change: a member arriving while the gang is still short wakes none of them (it would only be
-// turned away again), and the reservation the last one makes recalls each of the others once.
+// change. An arrival wakes only the oldest of them, so the reservation the last one makes recalls,
+// once it has had recallAfter to come back by itself, each of the others that did not.
 func TestReservationRecallsMembersTurnedAway(t *testing.T) {
 	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
+	clock := time.Now()
+	e.m.mu.Lock()
+	e.m.now = func() time.Time { return clock }
+	e.m.mu.Unlock()
 	writes := &recordingConditions{}
 	e.m.SetConditionWriter(writes)
 	pods := members("default", "trickle", "p", 4, 4, 1)
@@ -297,21 +301,30 @@ func TestReservationRecallsMembersTurnedAway(t *testing.T) {
 	}
 	e.add(pods[3])
 	require.Eventually(t, func() bool {
-		return slices.Equal(writes.reasons("default/p-0"), []string{wellknown.ConditionReasonMemberArrived})
-	}, 5*time.Second, 5*time.Millisecond, "the last arrival wakes the oldest member, and no earlier one did")
+		return slices.Equal(writes.reasons("default/p-0"), slices.Repeat([]string{wellknown.ConditionReasonMemberArrived}, 3))
+	}, 5*time.Second, 5*time.Millisecond, "each arrival after a member was turned away wakes the oldest")
 
 	require.Len(t, e.filter(pods[3]).Feasible, 1, "the last member reserves for all four")
-	for _, name := range []string{"default/p-1", "default/p-2"} {
-		require.Eventually(t, func() bool {
-			return slices.Equal(writes.reasons(name), []string{wellknown.ConditionReasonPlaceReserved})
-		}, 5*time.Second, 5*time.Millisecond, "%s is recalled to its place", name)
-	}
-	for _, p := range pods[:3] {
+	require.Len(t, e.filter(pods[1]).Feasible, 1, "p-1 came back by itself")
+	e.m.checkWaitingGangs()
+	require.Never(t, func() bool { return len(writes.reasons("default/p-2")) > 0 }, 50*time.Millisecond, 10*time.Millisecond,
+		"too early: a member turned away once is usually on its way back already")
+
+	e.m.mu.Lock()
+	clock = clock.Add(recallAfter)
+	e.m.mu.Unlock()
+	e.m.checkWaitingGangs()
+	require.Eventually(t, func() bool {
+		return slices.Equal(writes.reasons("default/p-2"), []string{wellknown.ConditionReasonPlaceReserved})
+	}, 5*time.Second, 5*time.Millisecond, "p-2 is recalled to its place")
+	e.m.checkWaitingGangs()
+	for _, p := range []*corev1.Pod{pods[0], pods[2]} {
 		require.Len(t, e.filter(p).Feasible, 1, "%s passes its reserved node", p.Name)
 	}
 	require.Never(t, func() bool {
-		return len(writes.reasons("default/p-0")) != 1 || len(writes.reasons("default/p-1")) != 1 || len(writes.reasons("default/p-3")) != 0
-	}, 100*time.Millisecond, 10*time.Millisecond, "each member is written at most once, the one at filter never")
+		return len(writes.reasons("default/p-0")) != 3 || len(writes.reasons("default/p-1")) != 0 ||
+			len(writes.reasons("default/p-2")) != 1 || len(writes.reasons("default/p-3")) != 0
+	}, 100*time.Millisecond, 10*time.Millisecond, "no more writes: a recall once, none for those back at filter")
 }
 
 // recordingConditions keeps the condition reasons written, per pod.

@@ -63,18 +63,45 @@ func (m *Manager) wakeLocked(g *gangInfo, reason, message string, fx *effects) {
 	}
 }
 
-// recallParkedLocked sends back to filter the members a new reservation planned places for and
-// lockstep had turned away: kube-scheduler keeps them out of its queue until something changes,
-// and the quorum would wait on them until then. Members created one after another (as operators
-// create them) are turned away in turn while the gang is short, so there are often several.
-func (m *Manager) recallParkedLocked(g *gangInfo, r *reservation, fx *effects) {
+// recallAfter is how long a new reservation leaves its members turned away earlier to come back
+// by themselves before lockstep recalls them. Most do: the status kube-scheduler writes on a pod
+// it turns away is itself an update, which moves the pod to its backoff queue. A pod turned away
+// again for the same reason gets no such write, stays parked, and the quorum would wait on it until
+// a held bind gave up. Recalling every one at once would put a status write per member between
+// the reservation and its commit, where each member's cycle is waiting on the apiserver anyway.
+const recallAfter = 200 * time.Millisecond
+
+// noteParkedLocked remembers a new reservation that planned places for members lockstep had
+// turned away, for recallParkedLocked.
+func (m *Manager) noteParkedLocked(r *reservation) {
 	for _, s := range r.slots {
-		p := m.ledger.pods[s.plannedFor]
-		if s.state != slotPlanned || p == nil || !p.parked || p.terminal {
+		if p := m.ledger.pods[s.plannedFor]; s.state == slotPlanned && p != nil && p.parked {
+			m.recalls[r.gang] = r
+			return
+		}
+	}
+}
+
+// recallParkedLocked sends back to filter the members that reservations made at least
+// recallAfter ago still wait for and that lockstep turned away before, once per reservation.
+// Members an operator creates one after another are turned away in turn while the gang is short,
+// so a gang often has several.
+func (m *Manager) recallParkedLocked(fx *effects) {
+	now := m.now()
+	for gang, r := range m.recalls {
+		if r.state == reserving && now.Sub(r.created) < recallAfter {
 			continue
 		}
-		m.writeConditionLocked(p, wellknown.ConditionReasonPlaceReserved,
-			fmt.Sprintf("gang %s reserved a place for this member on node %s; it is being scheduled again", g.key, s.node), fx)
+		delete(m.recalls, gang)
+		if r.state != reserving {
+			continue
+		}
+		for _, s := range r.slots {
+			if p := m.ledger.pods[s.plannedFor]; s.state == slotPlanned && p != nil && p.parked && !p.terminal {
+				m.writeConditionLocked(p, wellknown.ConditionReasonPlaceReserved,
+					fmt.Sprintf("gang %s reserved a place for this member on node %s; it is being scheduled again", gang, s.node), fx)
+			}
+		}
 	}
 }
 

@@ -37,6 +37,7 @@ func (m *Manager) checkWaitingGangs() {
 	m.locked(func() {
 		m.holdForStarvingLocked(&fx)
 		m.wakeStrandedLocked(&fx)
+		m.recallParkedLocked(&fx)
 	})
 	m.apply(&fx)
 }

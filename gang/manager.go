@@ -129,6 +129,9 @@ type Manager struct {
 	evictRefused map[types.UID]time.Time
 	// strandedLook is when wakeStrandedLocked last looked.
 	strandedLook time.Time
+	// recalls are the new reservations, by gang, with members lockstep had turned away
+	// (recallParkedLocked).
+	recalls map[string]*reservation
 }
 
 // NewManager builds a manager. recorder and metrics may be nil.
@@ -148,6 +151,7 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 		ledger:     newLedger(cfg.Reader, cfg.Tiers),
 
 		evictRefused: map[types.UID]time.Time{},
+		recalls:      map[string]*reservation{},
 	}
 	m.book = newReservationBook(m.onExpired, m.withdrawReleasedLocked)
 	go m.sweepExpired()
@@ -220,21 +224,11 @@ func (m *Manager) upsertInfo(info *podInfo) *podInfo {
 	return p
 }
 
-// memberArrivedLocked wakes a gang that turned members away for lack of members, once enough
-// exist: its oldest waiting member comes back to filter and plans the quorum. Woken sooner, it
-// would only be turned away again, a full scheduling cycle, a status write and an event for each
-// member that arrives. The new member goes to filter by itself; this wake is for when the
-// scheduler's own filters stop it there.
+// memberArrivedLocked wakes a gang that turned members away for lack of members, now that one
+// more exists: its oldest waiting member comes back to filter and plans the quorum.
 func (m *Manager) memberArrivedLocked(p *podInfo, fx *effects) {
 	g := m.ledger.gangOf(p)
 	if g == nil || !g.lackedMembers || p.terminal {
-		return
-	}
-	spec, ref := g.reference()
-	if spec == nil {
-		return
-	}
-	if _, wait := quorumMembers(ref, g, spec); wait != "" {
 		return
 	}
 	g.lackedMembers = false

@@ -155,8 +155,9 @@ type gangInfo struct {
 	// it has waited since its oldest member was created (see waitedSince).
 	waitingSince time.Time
 	// lackedMembers: a member was turned away because too few members existed. The scheduler
-	// does not try a parked pod again when another pod is created, so the member whose arrival
-	// makes enough wakes one of those turned away (memberArrivedLocked).
+	// does not try a parked pod again when another pod is created, so the next member to arrive
+	// wakes one of those turned away (memberArrivedLocked), and a reservation recalls the others
+	// (recallParkedLocked).
 	lackedMembers bool
 	// extrasTaken counts the members beyond its quorum lockstep evicted for other gangs' quorums
 	// (extras.go), for /debug/gangs.
