@@ -67,8 +67,8 @@ func (m *Manager) wakeLocked(g *gangInfo, reason, message string, fx *effects) {
 // by themselves before lockstep recalls them. Most do: the status kube-scheduler writes on a pod
 // it turns away is itself an update, which moves the pod to its backoff queue. A pod turned away
 // again for the same reason gets no such write, stays parked, and the quorum would wait on it until
-// a held bind gave up. Recalling every one at once would put a status write per member between
-// the reservation and its commit, where each member's cycle is waiting on the apiserver anyway.
+// a held bind gave up. Recalling every one at once would put a status write per member on the path
+// from the reservation to its commit, for members mostly on their way back already.
 const recallAfter = 200 * time.Millisecond
 
 // noteParkedLocked remembers a new reservation that planned places for members lockstep had

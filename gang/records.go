@@ -67,8 +67,8 @@ type podInfo struct {
 	// lastEvent de-duplicates the events lockstep emits on this pod.
 	lastEvent string
 	// parked: lockstep turned the pod away at filter, and has neither seen it back there nor woken
-	// it since. kube-scheduler keeps such a pod out of its queue until something changes, and a
-	// reservation made for it by another member is no change it sees (recallParkedLocked).
+	// it since. kube-scheduler may keep such a pod out of its queue until something changes, and a
+	// reservation made for it by another member is no change it sees (recallAfter says when).
 	parked bool
 	// gpuIDs are the GPU indices the pod holds on its node, from wellknown.AnnotationGPUIDs; nil
 	// when unknown.
