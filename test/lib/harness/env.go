@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,11 @@ import (
 // SchedulerConfig is the shipped configuration kube-scheduler runs with: lockstep beside the
 // default scheduler.
 const SchedulerConfig = "deploy/scheduler-config/lockstep-sidecar.yaml"
+
+// BindWait is lockstep's --bind-wait here. Shorter than the Deployment's 25s: tests whose quorum
+// never arrives see the held binds answer sooner. Their members are created together, so they
+// reach bind together.
+const BindWait = 8 * time.Second
 
 // Env is a real control plane with lockstep as kube-scheduler's extender.
 type Env struct {
@@ -129,9 +135,7 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	args := append([]string{
 		"--kubeconfig", kubeconfig,
 		"--scheduler-config", filepath.Join(root, SchedulerConfig),
-		// Shorter than the Deployment's 25s: tests whose quorum never arrives see the held binds
-		// answer sooner. Their members are created together, so they reach bind together.
-		"--bind-wait", "8s",
+		"--bind-wait", BindWait.String(),
 		// Tests install PodGroup CRDs while lockstep runs; look for them often.
 		"--group-discovery-interval", "1s",
 		"-v", "2"}, opts.LockstepArgs...)
