@@ -287,13 +287,7 @@ func TestArrivingMemberWakesItsGang(t *testing.T) {
 // change. An arrival wakes only the oldest of them, so the reservation the last one makes recalls,
 // once it has had recallAfter to come back by itself, each of the others that did not.
 func TestReservationRecallsMembersTurnedAway(t *testing.T) {
-	e := newEnv(t, testConfig(), gpuNodes("n", 2, 2)...)
-	clock := time.Now()
-	e.m.mu.Lock()
-	e.m.now = func() time.Time { return clock }
-	e.m.mu.Unlock()
-	writes := &recordingConditions{}
-	e.m.SetConditionWriter(writes)
+	e, clock, writes := wakeEnv(t, gpuNodes("n", 2, 2)...)
 	pods := members("default", "trickle", "p", 4, 4, 1)
 	for _, p := range pods[:3] {
 		e.add(p)
@@ -310,9 +304,7 @@ func TestReservationRecallsMembersTurnedAway(t *testing.T) {
 	require.Never(t, func() bool { return len(writes.reasons("default/p-2")) > 0 }, 50*time.Millisecond, 10*time.Millisecond,
 		"too early: a member turned away once is usually on its way back already")
 
-	e.m.mu.Lock()
-	clock = clock.Add(recallAfter)
-	e.m.mu.Unlock()
+	clock.advance(recallAfter)
 	e.m.checkWaitingGangs()
 	require.Eventually(t, func() bool {
 		return slices.Equal(writes.reasons("default/p-2"), []string{wellknown.ConditionReasonPlaceReserved})
@@ -325,6 +317,18 @@ func TestReservationRecallsMembersTurnedAway(t *testing.T) {
 		return len(writes.reasons("default/p-0")) != 3 || len(writes.reasons("default/p-1")) != 0 ||
 			len(writes.reasons("default/p-2")) != 1 || len(writes.reasons("default/p-3")) != 0
 	}, 100*time.Millisecond, 10*time.Millisecond, "no more writes: a recall once, none for those back at filter")
+}
+
+// wakeEnv is an env on a clock the test moves, recording the conditions the manager writes.
+func wakeEnv(t *testing.T, nodes ...*corev1.Node) (*env, *testClock, *recordingConditions) {
+	e := newEnv(t, testConfig(), nodes...)
+	clock := newTestClock(time.Now())
+	e.m.mu.Lock() // the sweep reads the clock on its own goroutine
+	e.m.now = clock.now
+	e.m.mu.Unlock()
+	writes := &recordingConditions{}
+	e.m.SetConditionWriter(writes)
+	return e, clock, writes
 }
 
 // recordingConditions keeps the condition reasons written, per pod.
@@ -352,13 +356,7 @@ func (w *recordingConditions) reasons(pod string) []string {
 // A gang turned away while its quorum did not fit, and never retried since, is woken once its
 // quorum fits free capacity, whatever freed it: the net under every other wake-up.
 func TestStrandedGangIsWoken(t *testing.T) {
-	e := newEnv(t, testConfig(), gpuNodes("n", 1, 2)...)
-	clock := time.Now()
-	e.m.mu.Lock()
-	e.m.now = func() time.Time { return clock }
-	e.m.mu.Unlock()
-	writes := &recordingConditions{}
-	e.m.SetConditionWriter(writes)
+	e, clock, writes := wakeEnv(t, gpuNodes("n", 1, 2)...)
 	blocker := members("default", "blocker", "b", 1, 1, 2)
 	e.add(blocker...)
 	e.place(blocker[0])
@@ -367,12 +365,7 @@ func TestStrandedGangIsWoken(t *testing.T) {
 	require.Empty(t, e.filter(pods[0]).Feasible, "the node is full")
 
 	e.m.DeletePod(blocker[0].UID) // freed: the scheduler would retry, but suppose it does not
-	advance := func(d time.Duration) {
-		e.m.mu.Lock()
-		clock = clock.Add(d)
-		e.m.mu.Unlock()
-	}
-	advance(strandedAfter / 2)
+	clock.advance(strandedAfter / 2)
 	e.m.checkWaitingGangs()
 	quorumFits := func() int {
 		n := 0
@@ -384,10 +377,10 @@ func TestStrandedGangIsWoken(t *testing.T) {
 		return n
 	}
 	require.Never(t, func() bool { return quorumFits() > 0 }, 50*time.Millisecond, 10*time.Millisecond, "too early")
-	advance(strandedAfter)
+	clock.advance(strandedAfter)
 	e.m.checkWaitingGangs()
 	require.Eventually(t, func() bool { return quorumFits() == 1 }, 5*time.Second, 5*time.Millisecond)
-	advance(2 * strandedAfter)
+	clock.advance(2 * strandedAfter)
 	e.m.checkWaitingGangs()
 	require.Never(t, func() bool { return quorumFits() > 1 }, 50*time.Millisecond, 10*time.Millisecond,
 		"once per refusal: a member that never comes back is kept away by the scheduler's own filters")
@@ -399,7 +392,7 @@ func TestStrandedGangIsWoken(t *testing.T) {
 	e.place(again[0])
 	require.Empty(t, e.filter(pods[0]).Feasible)
 	e.m.DeletePod(again[0].UID)
-	advance(strandedAfter)
+	clock.advance(strandedAfter)
 	e.m.checkWaitingGangs()
 	require.Eventually(t, func() bool { return quorumFits() == 2 }, 5*time.Second, 5*time.Millisecond)
 }
