@@ -75,11 +75,21 @@ const recallAfter = 200 * time.Millisecond
 // turned away, for recallParkedLocked.
 func (m *Manager) noteParkedLocked(r *reservation) {
 	for _, s := range r.slots {
-		if p := m.ledger.pods[s.plannedFor]; s.state == slotPlanned && p != nil && p.parked {
+		if m.parkedFor(s) != nil {
 			m.recalls[r.gang] = r
 			return
 		}
 	}
+}
+
+// parkedFor is the member a planned slot still waits for, when lockstep turned it away and has
+// not seen it back since; nil otherwise.
+func (m *Manager) parkedFor(s *slot) *podInfo {
+	p := m.ledger.pods[s.plannedFor]
+	if s.state != slotPlanned || p == nil || !p.parked || p.terminal {
+		return nil
+	}
+	return p
 }
 
 // recallParkedLocked sends back to filter the members that reservations made at least
@@ -97,7 +107,7 @@ func (m *Manager) recallParkedLocked(fx *effects) {
 			continue
 		}
 		for _, s := range r.slots {
-			if p := m.ledger.pods[s.plannedFor]; s.state == slotPlanned && p != nil && p.parked && !p.terminal {
+			if p := m.parkedFor(s); p != nil {
 				m.writeConditionLocked(p, wellknown.ConditionReasonPlaceReserved,
 					fmt.Sprintf("gang %s reserved a place for this member on node %s; it is being scheduled again", gang, s.node), fx)
 			}
