@@ -264,6 +264,7 @@ func (m *Manager) applyAdmission(p *podInfo, g *gangInfo, res *reservation, a ad
 		m.unwantLocked(g.key)
 		// Should this reservation go without binding, the gang waits again from now.
 		g.reservation, g.timedOut, g.waitingSince, g.takenBy = r, false, r.created, ""
+		g.arrivals.gathered = 0 // should it lack members again, it may gather again
 		need := len(r.slots)
 		g.lastReason = fmt.Sprintf("gang %s: %d %s reserved until %s; waiting for them to reach bind%s",
 			g.key, need, plural(need, "member", "members"), r.expires.UTC().Format("15:04:05"), takenFrom(a.yield))

@@ -62,28 +62,44 @@ func (m *Manager) Filter(pod *corev1.Pod, nodes []string) FilterResult {
 		return m.filterFree(req, above("", podPriority(pod)), nodes, sl)
 	}
 	info := newPodInfoOf(pod, ms) // pure: built before taking the lock
-	var fx effects
-	var result FilterResult
-	m.locked(func() { result = m.filterMemberLocked(info, nodes, &fx) })
-	m.apply(&fx)
-	return result
+	for again := false; ; again = true {
+		var fx effects
+		var result FilterResult
+		var pause gatherWait
+		m.locked(func() { result = m.filterMemberLocked(info, again, nodes, &fx, &pause) })
+		m.apply(&fx)
+		if pause.next == nil {
+			return result
+		}
+		m.gather(pause)
+	}
 }
 
 // filterMemberLocked decides for a gang member: rejected, waiting for its group object, free to
-// use free capacity (its gang has quorum), or admitted through its gang's reservation.
-func (m *Manager) filterMemberLocked(info *podInfo, nodes []string, fx *effects) FilterResult {
-	p, err := m.ledger.takeInFromScheduler(info)
-	if err != nil {
-		return failAll(nodes, err.Error())
+// use free capacity (its gang has quorum), admitted through its gang's reservation, or pausing
+// for the rest of its gang (gather.go; pause is set then, and the call asks again after it).
+func (m *Manager) filterMemberLocked(info *podInfo, again bool, nodes []string, fx *effects, pause *gatherWait) FilterResult {
+	p, known := m.ledger.pods[info.uid]
+	switch {
+	case again && !known:
+		return failAll(nodes, fmt.Sprintf("pod %s was deleted; lockstep no longer schedules it", info.key()))
+	case !again:
+		var err error
+		if p, err = m.ledger.takeInFromScheduler(info); err != nil {
+			return failAll(nodes, err.Error())
+		}
+		if !known {
+			m.ledger.gangOf(p).arrivals.noteArrival(m.now()) // the scheduler saw it before the informer
+		}
 	}
 	p.parked = false // back at filter; a reservation this call makes need not recall it
-	result := m.answerMemberLocked(p, nodes, fx)
-	p.parked = len(result.Passing(nodes)) == 0
+	result := m.answerMemberLocked(p, nodes, fx, pause)
+	p.parked = pause.next == nil && len(result.Passing(nodes)) == 0
 	return result
 }
 
 // answerMemberLocked is filterMemberLocked's decision for a member the ledger has taken in.
-func (m *Manager) answerMemberLocked(p *podInfo, nodes []string, fx *effects) FilterResult {
+func (m *Manager) answerMemberLocked(p *podInfo, nodes []string, fx *effects, pause *gatherWait) FilterResult {
 	g := m.ledger.gangOf(p)
 	fx.touched(g.key)
 	if err := cmp.Or(memberError(p, g), m.tierError(p, g)); err != nil {
@@ -110,6 +126,12 @@ func (m *Manager) answerMemberLocked(p *podInfo, nodes []string, fx *effects) Fi
 		m.catchUpExpiryLocked(g, fx)
 	}
 	a := m.admit(p, g, p.spec, res, nodes)
+	if a.lacksMembers && m.cfg.GatherWait > 0 {
+		// Decided again after the pause: nothing of this decision is applied.
+		if *pause = g.arrivals.waitFor(g, m.now(), m.cfg.GatherWait); pause.next != nil {
+			return FilterResult{}
+		}
+	}
 	m.applyAdmission(p, g, res, a, fx)
 	return a.answer(nodes)
 }

@@ -75,6 +75,9 @@ type Config struct {
 	// Nominator, when set, writes the nominated node of members lockstep holds a place for
 	// (nominations.go); nil nominates nothing.
 	Nominator Nominator
+	// GatherWait is how long past the latest arrival of a gang's member a member lacking only
+	// the rest of its gang waits at filter for the next (gather.go); 0 turns waiting off.
+	GatherWait time.Duration
 }
 
 const (
@@ -84,6 +87,10 @@ const (
 	// DefaultStarvationThreshold: five minutes is long past a healthy cluster's churn (pods
 	// binding in seconds) and short beside the hours a training job runs.
 	DefaultStarvationThreshold = 5 * time.Minute
+	// DefaultGatherWait is several times the gap between the pods an operator creates one after
+	// another on a healthy apiserver (a few milliseconds each), and short beside a scheduling
+	// cycle's worth of other pods.
+	DefaultGatherWait = 30 * time.Millisecond
 )
 
 func (c Config) withDefaults() Config {
@@ -228,7 +235,11 @@ func (m *Manager) upsertInfo(info *podInfo) *podInfo {
 // more exists: its oldest waiting member comes back to filter and plans the quorum.
 func (m *Manager) memberArrivedLocked(p *podInfo, fx *effects) {
 	g := m.ledger.gangOf(p)
-	if g == nil || !g.lackedMembers || p.terminal {
+	if g == nil {
+		return
+	}
+	g.arrivals.noteArrival(m.now())
+	if !g.lackedMembers || p.terminal {
 		return
 	}
 	g.lackedMembers = false

@@ -27,6 +27,11 @@ type Metrics struct {
 	evictions *prometheus.CounterVec
 	// shortlisted counts filter answers narrowed to the nodes lockstep ranks best.
 	shortlisted prometheus.Counter
+	// gathers is how long members waited at filter for the rest of their gang (gather.go): time
+	// the scheduler's loop was paused.
+	gathers *prometheus.HistogramVec
+	// gathering counts the filter calls waiting now.
+	gathering prometheus.Gauge
 }
 
 // commitBuckets span a commit on an idle apiserver (milliseconds) to one that retried through
@@ -78,8 +83,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "lockstep_filter_shortlisted_total",
 			Help: "Filter answers for ordinary GPU pods that passed only the nodes lockstep's packing ranks best (see --shortlist).",
 		}),
+		gathers: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lockstep_filter_gather_seconds",
+			Help:    "How long a gang member's filter call waited for the next member of its gang to be created (see --gather-wait), by outcome: arrived, or gave_up (the member is then turned away).",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1},
+		}, []string{"outcome"}),
+		gathering: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lockstep_filter_gathering",
+			Help: "Gang members' filter calls waiting now for the next member of their gang; kube-scheduler's loop waits with them.",
+		}),
 	}
-	reg.MustRegister(mt.binds, mt.commit, mt.partlyBound, mt.droppedConditions, mt.yields, mt.expiries, mt.wait, mt.evictions, mt.shortlisted)
+	reg.MustRegister(mt.binds, mt.commit, mt.partlyBound, mt.droppedConditions, mt.yields, mt.expiries, mt.wait, mt.evictions, mt.shortlisted, mt.gathers, mt.gathering)
 	return mt
 }
 
@@ -99,6 +113,19 @@ func (mt *Metrics) observeYield() {
 		return
 	}
 	mt.yields.Inc()
+}
+
+func (mt *Metrics) gatherStarted() {
+	if mt != nil {
+		mt.gathering.Inc()
+	}
+}
+
+func (mt *Metrics) observeGather(outcome string, d time.Duration) {
+	if mt != nil {
+		mt.gathering.Dec()
+		mt.gathers.WithLabelValues(outcome).Observe(d.Seconds())
+	}
 }
 
 func (mt *Metrics) observeExpiry() {

@@ -165,6 +165,8 @@ type gangInfo struct {
 	// turnedAway is when a member was last turned away at filter, and woken when lockstep last
 	// woke the gang because its quorum fit (wakeStrandedLocked).
 	turnedAway, woken time.Time
+	// arrivals lets a member wait at filter for the rest being created (gather.go).
+	arrivals arrivals
 }
 
 // reference is the spec every member must agree with: the one of the oldest member whose

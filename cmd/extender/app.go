@@ -78,6 +78,7 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 		NoExtrasTakeBack:     !opts.takeBackExtras,
 		QueueReclaim:         opts.queueReclaim,
 		StarvationThreshold:  opts.starvationThreshold,
+		GatherWait:           opts.gatherWait,
 		ScoreEveryNode:       !opts.shortlist,
 		Tiers:                opts.tiers,
 		DefaultWaitingTime:   opts.defaultWaitingTime,

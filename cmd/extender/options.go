@@ -28,6 +28,10 @@ import (
 // the call: the answer must cross the network and be decoded before httpTimeout fires.
 const bindMargin = time.Second
 
+// maxGatherWait bounds --gather-wait: while a member waits at filter, kube-scheduler's loop waits
+// with it, and a gang gathers for five of these at most.
+const maxGatherWait = time.Second
+
 // Bindings get a rate limit well above what kube-scheduler can ask of them: it binds one pod at a
 // time from one scheduling loop, about 200 pods/s on 2 cores (make bench) and a few hundred on
 // large control planes (upstream's scheduler_perf), and each binding is one write. 500/s with a
@@ -81,6 +85,7 @@ type options struct {
 	shortlist              bool
 	nominate               bool
 	starvationThreshold    time.Duration
+	gatherWait             time.Duration
 	// topologyTiers is the --topology-tiers flag; tiers is it parsed by validate.
 	topologyTiers string
 	tiers         fabric.Tiers
@@ -114,6 +119,7 @@ func defaultOptions() options {
 		shortlist:              true,
 		nominate:               false,
 		starvationThreshold:    gang.DefaultStarvationThreshold,
+		gatherWait:             gang.DefaultGatherWait,
 		qps:                    50,
 		burst:                  100,
 		bindQPS:                defaultBindQPS,
@@ -155,6 +161,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.queueReclaim, "queue-reclaim", o.queueReclaim, "let a gang whose team queue (Volcano or kube-batch Queue, ElasticQuota) is below its fair share evict, through the Eviction API, what queues above their share hold: members beyond their gang's quorum first, whole gangs only, never a queue below its share, guarantee or min, and only after a dry run shows the gang then fits; off, as in Volcano's shipped configuration and Kueue's default, a queue below its share waits for capacity to free")
 	fs.BoolVar(&o.shortlist, "shortlist", o.shortlist, "filter passes a pod that is not a gang member and requests GPUs only the nodes lockstep's packing ranks best (ties kept, for the scheduler's scores to break), unless the pod has preferred affinity, a ScheduleAnyway spread constraint, or a ReplicaSet, StatefulSet or ReplicationController owner; false passes every node it fits and leaves lockstep's packing one score among the scheduler's")
 	fs.StringVar(&o.topologyTiers, "topology-tiers", o.topologyTiers, "network tiers between nodes, narrowest first: a comma-separated list of node label keys, each optionally named as name=key for gangs that ask by name (a node without a tier's label sits alone there), or a preset: "+fabric.PresetNames()+"; a gang's quorum goes to the narrowest single domain that holds it. Empty: by nodes alone")
+	fs.DurationVar(&o.gatherWait, "gather-wait", o.gatherWait, "how long past the latest arrival of a gang's member a member that lacks only the rest of its gang waits at filter for the next one, rather than be turned away (5 times this in all per gang, the scheduler paused meanwhile); 0 turns waiting off")
 	fs.DurationVar(&o.starvationThreshold, "starvation-threshold", o.starvationThreshold, "how long a gang whose quorum fits the cluster may wait for free capacity before lockstep holds capacity for it as it frees, keeping pods and gangs of equal or lower priority off it; 0 turns the rule off")
 	fs.Int64Var(&o.maxRequestBytes, "max-request-bytes", o.maxRequestBytes, "largest request body accepted; larger ones get 413")
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "queries per second to the apiserver for everything but bindings, events and pod conditions (informers' lists)")
@@ -209,6 +216,9 @@ func (o *options) validate() error {
 	if o.bindWait > o.httpTimeout-bindMargin {
 		return fmt.Errorf("--bind-wait=%s must be at most %s: the scheduler gives up on every extender call after its httpTimeout (%s) and a held bind needs %s to answer; raise httpTimeout in the scheduler configuration or lower --bind-wait",
 			o.bindWait, o.httpTimeout-bindMargin, o.httpTimeout, bindMargin)
+	}
+	if o.gatherWait < 0 || o.gatherWait > maxGatherWait {
+		return fmt.Errorf("--gather-wait must be between 0 and %s, got %s: kube-scheduler schedules nothing else while a member waits", maxGatherWait, o.gatherWait)
 	}
 	if o.defaultWaitingTime <= 0 {
 		return fmt.Errorf("--default-waiting-time must be positive, got %s", o.defaultWaitingTime)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
@@ -229,6 +231,63 @@ func TestMembersCreatedOneByOneAreRecalled(t *testing.T) {
 	// Whether a member stayed parked depends on whether it was turned away twice for the same
 	// reason (package gang, recallAfter); the unit test pins the recall down.
 	t.Logf("%d of 4 members recalled with PlaceReserved", recalled)
+}
+
+// gatherWait is lockstep's --gather-wait in the suite: above the default, so that the test below
+// creates the next member within it although the suite's machine is loaded (lockstep runs with
+// the race detector, on 2 cores).
+const gatherWait = 200 * time.Millisecond
+
+// (v-c) Members created back to back, as an operator's loop creates them: the first waits at
+// filter for the rest (--gather-wait) instead of being turned away, so no member is told its gang
+// lacks members, and kube-scheduler writes no status for any nor tries one twice.
+func TestMembersCreatedBackToBackAreGathered(t *testing.T) {
+	s := newScenario(t, 2, 4)
+	arrivedBefore := gathersThatArrived(t)
+	member := func(i int) *corev1.Pod {
+		return podSpec{name: fmt.Sprintf("stream-%d", i), gpus: 1, gang: "stream", minAvailable: 4}.pod()
+	}
+	s.create(member(0))
+	// The scheduler takes stream-0 before the others exist; without gathering it is turned away.
+	err := wait.PollUntilContextTimeout(s.ctx, 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return gatheringNow(t) == 1, nil
+	})
+	require.NoError(t, err, "stream-0's filter call never waited for the rest of its gang")
+	for i := 1; i < 4; i++ {
+		s.create(member(i))
+	}
+	s.eventually(30*time.Second, "the gang bound whole", func() bool { return s.boundIn("stream") == 4 })
+	s.binds.assertNeverPartial(t, "stream", 4)
+	// The scheduler's events of a pod are written in order: once its Scheduled event is there,
+	// a FailedScheduling before it would be too.
+	for i := range 4 {
+		name := fmt.Sprintf("stream-%d", i)
+		s.eventually(30*time.Second, name+"'s Scheduled event", func() bool { return s.hasEvent(name, "Scheduled", "") })
+		require.False(t, s.hasEvent(name, "FailedScheduling", "waiting for members"), "%s was turned away while its gang was being created", name)
+		require.False(t, s.hasEvent(name, wellknown.ReasonGangWaiting, "waiting for members"), "%s was told its gang lacks members", name)
+	}
+	require.Greater(t, gathersThatArrived(t), arrivedBefore, "the next member's arrival ended a wait")
+}
+
+// gathersThatArrived is how many of lockstep's filter calls waited for a gang's next member and
+// saw it arrive (lockstep_filter_gather_seconds).
+func gathersThatArrived(t *testing.T) uint64 {
+	for _, m := range scrape(t, env.lockstep.DebugURL+"/metrics")["lockstep_filter_gather_seconds"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "outcome" && l.GetValue() == "arrived" {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
+}
+
+// gatheringNow is how many of lockstep's filter calls wait for a gang's next member right now.
+func gatheringNow(t *testing.T) float64 {
+	for _, m := range scrape(t, env.lockstep.DebugURL+"/metrics")["lockstep_filter_gathering"].GetMetric() {
+		return m.GetGauge().GetValue()
+	}
+	return 0
 }
 
 // (vi) A gang that cannot complete gives its reservation back when its waiting time runs out,

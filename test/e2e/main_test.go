@@ -47,7 +47,8 @@ func runSuite(m *testing.M) int {
 	// reclaim_test.go shows it.
 	e, err := harness.Up(ctx, harness.Options{Logf: logf, KeepWorkDir: os.Getenv("LOCKSTEP_E2E_KEEP") != "", Race: true, FaultProxy: true,
 		WorkloadAPI: true, ControllerManager: true,
-		LockstepArgs: []string{"--starvation-threshold", starvationThreshold.String(), "--topology-tiers", suiteTiers, "--queue-reclaim"}})
+		LockstepArgs: []string{"--starvation-threshold", starvationThreshold.String(), "--topology-tiers", suiteTiers, "--queue-reclaim",
+			"--gather-wait", gatherWait.String()}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: setting up the control plane failed: %v\n", err)
 		return 1
