@@ -126,7 +126,7 @@ func (m *Manager) answerMemberLocked(p *podInfo, nodes []string, fx *effects, pa
 		m.catchUpExpiryLocked(g, fx)
 	}
 	a := m.admit(p, g, p.spec, res, nodes)
-	if a.lacksMembers && m.cfg.GatherWait > 0 {
+	if a.lacksMembers && m.mayGather() {
 		// Decided again after the pause: nothing of this decision is applied.
 		if *pause = g.arrivals.waitFor(g, m.now(), m.cfg.GatherWait); pause.next != nil {
 			return FilterResult{}

@@ -52,6 +52,17 @@ func (a *arrivals) waitFor(g *gangInfo, now time.Time, wait time.Duration) gathe
 	return gatherWait{g: g, next: a.next, longest: longest}
 }
 
+// mayGather says whether a member lacking only members may wait for the next: not once the
+// manager is stopping, which no arrival would end.
+func (m *Manager) mayGather() bool {
+	select {
+	case <-m.stop:
+		return false
+	default:
+		return m.cfg.GatherWait > 0
+	}
+}
+
 // gather pauses a filter call until the next member arrives or the wait is over, and charges
 // the pause to its gang's budget. Its time is measured on the wall clock, which the wait runs on,
 // whatever clock the manager decides by.

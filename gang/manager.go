@@ -235,11 +235,11 @@ func (m *Manager) upsertInfo(info *podInfo) *podInfo {
 // more exists: its oldest waiting member comes back to filter and plans the quorum.
 func (m *Manager) memberArrivedLocked(p *podInfo, fx *effects) {
 	g := m.ledger.gangOf(p)
-	if g == nil {
+	if g == nil || p.terminal {
 		return
 	}
 	g.arrivals.noteArrival(m.now())
-	if !g.lackedMembers || p.terminal {
+	if !g.lackedMembers {
 		return
 	}
 	g.lackedMembers = false
