@@ -47,6 +47,9 @@ func TestValidateBindWaitAgainstSchedulerTimeout(t *testing.T) {
 		{name: "non-positive bind rate", mutate: func(o *options) { o.bindQPS = 0 }, wantErr: "--bind-qps and --bind-burst must be positive, got 0 and 1000"},
 		{name: "non-positive events burst", mutate: func(o *options) { o.eventsBurst = 0 }, wantErr: "--events-qps and --events-burst must be positive"},
 		{name: "non-positive body limit", mutate: func(o *options) { o.maxRequestBytes = -1 }, wantErr: "--max-request-bytes must be positive"},
+		{name: "gather-wait off", mutate: func(o *options) { o.gatherWait = 0 }, wantTimeout: 5 * time.Second},
+		{name: "gather-wait holding the scheduler too long", mutate: func(o *options) { o.gatherWait = 2 * time.Second }, wantErr: "--gather-wait must be between 0 and 1s, got 2s"},
+		{name: "negative gather-wait", mutate: func(o *options) { o.gatherWait = -time.Millisecond }, wantErr: "--gather-wait must be between 0 and 1s"},
 		{name: "verbs on every interface without client certificates", mutate: func(o *options) { o.listen = ":8888" }, wantErr: "--listen=:8888 is reachable from the network"},
 		{name: "verbs on the network with TLS but no client CA", mutate: func(o *options) {
 			o.listen, o.tlsCertFile, o.tlsKeyFile = "0.0.0.0:8443", "tls.crt", "tls.key"
