@@ -128,7 +128,7 @@ func (m *Manager) answerMemberLocked(p *podInfo, nodes []string, fx *effects, pa
 	a := m.admit(p, g, p.spec, res, nodes)
 	if a.lacksMembers && m.mayGather() {
 		// Decided again after the pause: nothing of this decision is applied.
-		if *pause = g.arrivals.waitFor(g, m.now(), m.cfg.GatherWait); pause.next != nil {
+		if *pause = g.gatherPause(m.now(), m.cfg.GatherWait); pause.next != nil {
 			return FilterResult{}
 		}
 	}

@@ -39,9 +39,10 @@ type gatherWait struct {
 	longest time.Duration
 }
 
-// waitFor is how long a member lacking only members may wait for the next, given wait per
-// arrival: what is left of wait since the latest one, within the gang's budget.
-func (a *arrivals) waitFor(g *gangInfo, now time.Time, wait time.Duration) gatherWait {
+// gatherPause is how long a member of g lacking only members may wait for the next, given wait
+// per arrival: what is left of wait since the latest one, within the gang's budget.
+func (g *gangInfo) gatherPause(now time.Time, wait time.Duration) gatherWait {
+	a := &g.arrivals
 	longest := min(a.last.Add(wait).Sub(now), gatherRounds*wait-a.gathered)
 	if longest <= 0 {
 		return gatherWait{}
