@@ -79,6 +79,9 @@ const sidecarConfig = "deploy/scheduler-config/lockstep-sidecar.yaml"
 
 var allModes = []string{"stock", "lockstep", "coscheduling", "volcano", "koordinator"}
 
+// extraModes run only when -modes names them: "floor" (floor.go) is a yardstick, not a peer.
+var extraModes = []string{"floor"}
+
 type options struct {
 	// workload is "uniform" (the three phases) or "trace" (openb arrivals until a gang fails).
 	workload   string
@@ -106,7 +109,7 @@ func main() {
 	flag.IntVar(&o.w.gangGPU, "gang-gpus", 1, "GPUs per gang member")
 	flag.IntVar(&o.w.idleSamples, "idle-samples", 20, "gangs created one at a time on an idle cluster, for gang latency")
 	flag.DurationVar(&o.stall, "stall", 30*time.Second, "a phase in which no pod binds for this long is stopped and reported as a stall")
-	flag.StringVar(&modes, "modes", strings.Join(allModes, ","), "modes to run, comma-separated, of "+strings.Join(allModes, ","))
+	flag.StringVar(&modes, "modes", strings.Join(allModes, ","), "modes to run, comma-separated, of "+strings.Join(allModes, ",")+"; also floor: kube-scheduler with an extender that decides nothing, what the extender protocol alone costs")
 	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "write CPU profiles of the scheduler, lockstep and kube-apiserver over the start of each phase to DIR and print their top entries")
 	flag.IntVar(&o.profileFor, "profile-seconds", 10, "length of each CPU profile, from the scheduler's start")
 	flag.IntVar(&o.schedulerQPS, "scheduler-qps", 0, "set clientConnection.qps (burst twice that) of the schedulers in every mode, to see past their client rate limit; 0 keeps lockstep-sidecar.yaml's (kube-scheduler's default, 50)")
@@ -142,8 +145,8 @@ func (o options) validate() error {
 		return fmt.Errorf("-arrival-rate and -pause-after must be positive, and -place-wait longer than -pause-after")
 	}
 	for _, m := range o.modes {
-		if !slices.Contains(allModes, m) {
-			return fmt.Errorf("-modes: unknown mode %q (want some of %s)", m, strings.Join(allModes, ","))
+		if !slices.Contains(allModes, m) && !slices.Contains(extraModes, m) {
+			return fmt.Errorf("-modes: unknown mode %q (want some of %s)", m, strings.Join(append(allModes, extraModes...), ","))
 		}
 	}
 	w := o.w
@@ -289,7 +292,10 @@ func setUp(ctx context.Context, c *cluster.Cluster, root string, o options) (*be
 	var modes []mode
 	for _, key := range o.modes {
 		m, ok := all[key]
-		if !ok {
+		switch {
+		case key == "floor":
+			m = floorMode(c, root, configs.shipped, b.prof != nil)
+		case !ok:
 			m = peerMode(ctx, c, key, configs.stock, o, b.prof != nil)
 		}
 		modes = append(modes, m)

@@ -244,7 +244,7 @@ type costMeter struct {
 }
 
 // costComponents are the processes a cost is reported for, in the table's order.
-var costComponents = []string{"scheduler", "lockstep", vcControllerManager, "kube-apiserver", "etcd", "bench client"}
+var costComponents = []string{"scheduler", "lockstep", floorExtender, vcControllerManager, "kube-apiserver", "etcd", "bench client"}
 
 func (b *bench) meter(ctx context.Context, m mode, ls *harness.Lockstep) *costMeter {
 	mt := &costMeter{began: time.Now(), ticks: map[string]int64{}, api: b.api, pids: map[string]int{

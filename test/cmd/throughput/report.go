@@ -57,10 +57,11 @@ func printCosts(out io.Writer, results []result) {
 	fmt.Fprintln(out, "\nCPU seconds per phase: ordinary and gangs from scheduler ready to the last bind; idle over all samples,")
 	fmt.Fprintln(out, "including the waits for a quiet machine before each. cores busy = all CPU seconds / wall seconds (at most 2 here).")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tphase\tpods bound\twall s\t%s\tcores busy\t\n", strings.Join(costComponents, "\t"))
+	columns := costColumns(results)
+	fmt.Fprintf(tw, "mode\tphase\tpods bound\twall s\t%s\tcores busy\t\n", strings.Join(columns, "\t"))
 	for _, r := range results {
 		for _, c := range r.costs {
-			cells, total := c.cells(func(s float64) string { return strconv.FormatFloat(s, 'f', 1, 64) })
+			cells, total := c.cells(columns, func(s float64) string { return strconv.FormatFloat(s, 'f', 1, 64) })
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%.2f\t\n", c.mode, c.phase, c.pods, c.wall.Seconds(),
 				strings.Join(cells, "\t"), total/c.wall.Seconds())
 		}
@@ -69,11 +70,26 @@ func printCosts(out io.Writer, results []result) {
 	printCostsPerPod(out, results)
 }
 
-// cells formats each process's CPU seconds in costComponents' order ("-" for one the mode does
-// not run) and sums them.
-func (c cost) cells(format func(seconds float64) string) (cells []string, total float64) {
-	cells = make([]string, len(costComponents))
-	for i, name := range costComponents {
+// costColumns are the costComponents some result measured, in the table's order: a process no
+// mode of the run started gets no column.
+func costColumns(results []result) []string {
+	var columns []string
+	for _, name := range costComponents {
+		for _, r := range results {
+			if slices.ContainsFunc(r.costs, func(c cost) bool { _, ok := c.cpu[name]; return ok }) {
+				columns = append(columns, name)
+				break
+			}
+		}
+	}
+	return columns
+}
+
+// cells formats each column's CPU seconds ("-" for a process the mode does not run) and sums
+// them.
+func (c cost) cells(columns []string, format func(seconds float64) string) (cells []string, total float64) {
+	cells = make([]string, len(columns))
+	for i, name := range columns {
 		cells[i] = "-"
 		if v, ok := c.cpu[name]; ok {
 			cells[i] = format(v)
@@ -88,14 +104,15 @@ func (c cost) cells(format func(seconds float64) string) (cells []string, total 
 func printCostsPerPod(out io.Writer, results []result) {
 	fmt.Fprintln(out, "\nCPU milliseconds per pod bound, same phases:")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tphase\t%s\tall\t\n", strings.Join(costComponents, "\t"))
+	columns := costColumns(results)
+	fmt.Fprintf(tw, "mode\tphase\t%s\tall\t\n", strings.Join(columns, "\t"))
 	for _, r := range results {
 		for _, c := range r.costs {
 			if c.pods == 0 {
 				continue
 			}
 			perPod := func(s float64) string { return strconv.FormatFloat(1000*s/float64(c.pods), 'f', 2, 64) }
-			cells, total := c.cells(perPod)
+			cells, total := c.cells(columns, perPod)
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", c.mode, c.phase, strings.Join(cells, "\t"), perPod(total))
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -162,4 +163,15 @@ go_gc_duration_seconds_count 12
 	require.Equal(t, apiWork{"request POST pods/binding 201": 4}, apiWork{
 		"request POST pods/binding 201": 14, "request PUT leases 200": 2, "watch events sent: pods": 40, "garbage collections": 12,
 	}.since(got))
+}
+
+func TestCostColumnsAreTheProcessesARunMeasured(t *testing.T) {
+	floor := result{costs: []cost{{phase: "ordinary", cpu: map[string]float64{"scheduler": 1, floorExtender: 0.2, "etcd": 0.3}}}}
+	lockstep := result{costs: []cost{{phase: "ordinary", cpu: map[string]float64{"scheduler": 1, "lockstep": 0.4}}}}
+	columns := costColumns([]result{floor, lockstep})
+	assert.Equal(t, []string{"scheduler", "lockstep", floorExtender, "etcd"}, columns)
+
+	cells, total := lockstep.costs[0].cells(columns, func(s float64) string { return strings.TrimRight(strings.TrimRight(fmt.Sprint(s), "0"), ".") })
+	assert.Equal(t, []string{"1", "0.4", "-", "-"}, cells)
+	assert.InDelta(t, 1.4, total, 1e-9)
 }
