@@ -124,13 +124,16 @@ BENCH_TOOLS = control-plane scheduler-plugins volcano vc-scheduler koord-schedul
 
 # Throughput runs twice: with the schedulers as shipped (kube-scheduler's client at its default
 # 50 requests/s, which caps the scheduler alone), then with every scheduler's client limit lifted,
-# where each is bound by CPU alone. Then the openb trace workload: mixed gangs arriving over time,
-# until the first gang that cannot be placed.
+# where each is bound by CPU alone; that run also measures the floor, kube-scheduler with an
+# extender that decides nothing (test/cmd/floorextender), the nearest any extender can come to the
+# scheduler alone. Then the openb trace workload: mixed gangs arriving over time, until the first
+# gang that cannot be placed.
+LIFTED_MODES = stock,floor,lockstep,coscheduling,volcano,koordinator
 bench: $(BENCH_TOOLS)
 	$(GO) run ./test/cmd/verbbench
 	$(GO) run ./test/cmd/queuebench
 	$(GO) run ./test/cmd/throughput
-	$(GO) run ./test/cmd/throughput -scheduler-qps 1000
+	$(GO) run ./test/cmd/throughput -scheduler-qps 1000 -modes $(LIFTED_MODES)
 	$(GO) run ./test/cmd/throughput -workload trace
 	$(GO) run ./test/cmd/throughput $(BURST_ARGS)
 
