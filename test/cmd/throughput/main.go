@@ -146,7 +146,7 @@ func (o options) validate() error {
 	}
 	for _, m := range o.modes {
 		if !slices.Contains(allModes, m) && !slices.Contains(extraModes, m) {
-			return fmt.Errorf("-modes: unknown mode %q (want some of %s)", m, strings.Join(append(allModes, extraModes...), ","))
+			return fmt.Errorf("-modes: unknown mode %q (want some of %s)", m, strings.Join(slices.Concat(allModes, extraModes), ","))
 		}
 	}
 	w := o.w

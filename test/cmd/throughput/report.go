@@ -28,7 +28,7 @@ func printResults(out io.Writer, w workload, results []result) {
 			cpuTotal(r.procs), peakTotal(r.procs), len(r.stalls), falseBinds(r.falseBinds))
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(out, "CPU s and peak MB: the mode's own processes together (scheduler, lockstep, Volcano's controller-manager) over the whole mode,")
+	fmt.Fprintln(out, "CPU s and peak MB: the mode's own processes together (scheduler, lockstep or the floor extender, Volcano's controller-manager) over the whole mode,")
 	fmt.Fprintln(out, "each from its readiness to its stop (start-up left out); peak MB adds each process's highest resident memory. Each process")
 	fmt.Fprintln(out, "on its own is in the table below.")
 	printProcesses(out, results)
