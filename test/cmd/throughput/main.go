@@ -294,7 +294,7 @@ func setUp(ctx context.Context, c *cluster.Cluster, root string, o options) (*be
 		m, ok := all[key]
 		switch {
 		case key == "floor":
-			m = floorMode(c, root, configs.shipped, b.prof != nil)
+			m = floorMode(c, root, configs.shipped, kube(cluster.KubeScheduler, configs.shipped))
 		case !ok:
 			m = peerMode(ctx, c, key, configs.stock, o, b.prof != nil)
 		}

@@ -27,16 +27,25 @@ import (
 // returns the binary's path.
 func BuildExtender(repoRoot, dir string, race bool) (string, error) {
 	bin := filepath.Join(dir, "extender")
+	if err := BuildCommand(repoRoot, "./cmd/extender", bin, race); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+// BuildCommand compiles the repository's command pkg (e.g. "./test/cmd/floorextender") into the
+// file bin, with the race detector when race is set.
+func BuildCommand(repoRoot, pkg, bin string, race bool) error {
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/extender")...)
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building ./cmd/extender: %w\n%s", err, out)
+		return fmt.Errorf("building %s: %w\n%s", pkg, err, out)
 	}
-	return bin, nil
+	return nil
 }
 
 // Lockstep is a running (or stopped) lockstep process.
