@@ -21,6 +21,7 @@ import (
 
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // The targets here hold lockstep's wire to what kube-scheduler itself means by a request: the
@@ -362,9 +363,9 @@ func (s *fuzzScheduler) Preempt(pod *corev1.Pod, candidates map[string][]types.U
 	return r
 }
 
-func (s *fuzzScheduler) Status(string) []gang.GangStatus { return nil }
-func (s *fuzzScheduler) Nodes(bool) []gang.NodeStatus    { return nil }
-func (s *fuzzScheduler) Queues() []gang.QueueView        { return nil }
+func (s *fuzzScheduler) Status(string) []views.GangStatus { return nil }
+func (s *fuzzScheduler) Nodes(bool) []views.NodeStatus    { return nil }
+func (s *fuzzScheduler) Queues() []gang.QueueView         { return nil }
 
 // expect reads body with encoding/json as the request of the verb at path. When the scheduler
 // could have sent it, it returns a check of the answer and of what the manager was handed; nil

@@ -9,7 +9,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/lockstep-sched/lockstep/extender"
-	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // The metrics address is opened to the monitoring namespace: it serves the registry the verbs
@@ -17,7 +17,7 @@ import (
 // address is configured to serve.
 func TestMetricsAddressServesOnlyMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	stub := &stubScheduler{status: []gang.GangStatus{{Namespace: "secret-team", Name: "mpi", Phase: gang.PhaseReserving}}}
+	stub := &stubScheduler{status: []views.GangStatus{{Namespace: "secret-team", Name: "mpi", Phase: views.PhaseReserving}}}
 	opts := extender.Options{Registry: reg, Profiling: true}
 	verbs, metrics := serve(t, stub, opts), serveHandler(t, extender.NewMetricsHandler(reg))
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+
 	// goccy/go-json decodes the scheduler's ExtenderArgs (a pod and up to thousands of node
 	// names per call) about four times faster than encoding/json, with the same results.
 	json "github.com/goccy/go-json"
@@ -31,6 +32,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // Scheduler is what the HTTP layer delegates to; *gang.Manager implements it.
@@ -42,8 +44,8 @@ type Scheduler interface {
 	// Preempt reviews the scheduler's preemption candidates: each node with the UIDs of the pods
 	// it would evict there.
 	Preempt(pod *corev1.Pod, candidates map[string][]types.UID) gang.PreemptResult
-	Status(namespace string) []gang.GangStatus
-	Nodes(onlyProblems bool) []gang.NodeStatus
+	Status(namespace string) []views.GangStatus
+	Nodes(onlyProblems bool) []views.NodeStatus
 	Queues() []gang.QueueView
 }
 

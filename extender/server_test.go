@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockstep-sched/lockstep/dialect"
+	"github.com/lockstep-sched/lockstep/views"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -34,7 +35,7 @@ type stubScheduler struct {
 
 	filterResult  gang.FilterResult
 	bindErr       error
-	status        []gang.GangStatus
+	status        []views.GangStatus
 	queues        []gang.QueueView
 	preemptResult gang.PreemptResult
 
@@ -102,14 +103,14 @@ func (s *stubScheduler) Preempt(pod *corev1.Pod, candidates map[string][]types.U
 
 func (s *stubScheduler) Queues() []gang.QueueView { return s.queues }
 
-func (s *stubScheduler) Nodes(onlyProblems bool) []gang.NodeStatus {
+func (s *stubScheduler) Nodes(onlyProblems bool) []views.NodeStatus {
 	if onlyProblems {
-		return []gang.NodeStatus{{Name: "bad", TopologyError: "broken"}}
+		return []views.NodeStatus{{Name: "bad", TopologyError: "broken"}}
 	}
-	return []gang.NodeStatus{{Name: "bad", TopologyError: "broken"}, {Name: "good"}}
+	return []views.NodeStatus{{Name: "bad", TopologyError: "broken"}, {Name: "good"}}
 }
 
-func (s *stubScheduler) Status(namespace string) []gang.GangStatus {
+func (s *stubScheduler) Status(namespace string) []views.GangStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.statusNS = append(s.statusNS, namespace)
@@ -461,8 +462,8 @@ func TestBadRequests(t *testing.T) {
 func TestProbesMetricsAndDebug(t *testing.T) {
 	var ready atomic.Bool
 	reg := prometheus.NewRegistry()
-	stub := &stubScheduler{status: []gang.GangStatus{{Namespace: "x", Name: "mpi", MinAvailable: 2, Phase: gang.PhaseReserving,
-		Members: []gang.MemberStatus{{Pod: "x/w-0", State: "Reserved", Node: "n-0", Requests: "nvidia.com/gpu=2"}}}}}
+	stub := &stubScheduler{status: []views.GangStatus{{Namespace: "x", Name: "mpi", MinAvailable: 2, Phase: views.PhaseReserving,
+		Members: []views.MemberStatus{{Pod: "x/w-0", State: "Reserved", Node: "n-0", Requests: "nvidia.com/gpu=2"}}}}}
 	opts := extender.Options{Ready: ready.Load, Registry: reg}
 	srv, debug := serve(t, stub, opts), serveDebug(t, stub, opts)
 
@@ -620,10 +621,10 @@ func TestDebugNodes(t *testing.T) {
 	srv := serveDebug(t, &stubScheduler{}, extender.Options{})
 	code, body := get(t, srv, "/debug/nodes")
 	require.Equal(t, http.StatusOK, code)
-	require.Len(t, decode[[]gang.NodeStatus](t, body), 2)
+	require.Len(t, decode[[]views.NodeStatus](t, body), 2)
 	code, body = get(t, srv, "/debug/nodes?problems=true")
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, []gang.NodeStatus{{Name: "bad", TopologyError: "broken"}}, decode[[]gang.NodeStatus](t, body))
+	require.Equal(t, []views.NodeStatus{{Name: "bad", TopologyError: "broken"}}, decode[[]views.NodeStatus](t, body))
 }
 
 // The profiler is served only when asked for, and never in the way of /debug/gangs.

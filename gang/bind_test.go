@@ -10,6 +10,8 @@ import (
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // Binds are held until min-available members have reached bind; then all are bound together.
@@ -35,7 +37,7 @@ func TestBindWaitsForQuorum(t *testing.T) {
 		requireNoValue(t, ch, pods[i].Name)
 	}
 	st := e.status("default", "mpi")
-	require.Equal(t, PhaseReserving, st.Phase)
+	require.Equal(t, views.PhaseReserving, st.Phase)
 	require.Contains(t, st.Reason, "3 of 4 members ready to bind")
 
 	require.NoError(t, e.bind(pods[3], nodes[3]))
@@ -50,7 +52,7 @@ func TestBindWaitsForQuorum(t *testing.T) {
 	require.Equal(t, 4, e.binder.Count(), "each member bound exactly once")
 
 	st = e.status("default", "mpi")
-	require.Equal(t, PhaseBound, st.Phase)
+	require.Equal(t, views.PhaseBound, st.Phase)
 	require.Equal(t, 4, st.Bound)
 	require.Nil(t, st.ReservationExpires)
 	e.waitEvent(corev1.EventTypeNormal, wellknown.ReasonGangBound, "quorum reached")
@@ -75,7 +77,7 @@ func TestBindWaitTimeoutKeepsSlot(t *testing.T) {
 	require.Equal(t, 0, e.binder.Count())
 
 	st := e.status("default", "pair")
-	require.Equal(t, PhaseReserving, st.Phase)
+	require.Equal(t, views.PhaseReserving, st.Phase)
 	require.Equal(t, "WaitingForQuorum", st.Members[0].State)
 	require.Equal(t, n0, st.Members[0].Node)
 
@@ -86,7 +88,7 @@ func TestBindWaitTimeoutKeepsSlot(t *testing.T) {
 	n1 := e.filterOne(pods[1])
 	require.NoError(t, e.bind(pods[1], n1))
 	require.Equal(t, map[string]string{"default/w-0": n0, "default/w-1": n1}, e.binder.Bindings())
-	require.Equal(t, PhaseBound, e.status("default", "pair").Phase)
+	require.Equal(t, views.PhaseBound, e.status("default", "pair").Phase)
 
 	// The scheduler's retry of w-0 finds it bound where it asks; elsewhere is an error.
 	require.NoError(t, e.bind(pods[0], n0))
@@ -105,7 +107,7 @@ func TestReservationExpiry(t *testing.T) {
 	e.add(b...)
 
 	a0 := e.filterOne(a[0])
-	require.Equal(t, PhaseReserving, e.status("default", "a").Phase)
+	require.Equal(t, views.PhaseReserving, e.status("default", "a").Phase)
 	r := e.filter(b[0])
 	require.Empty(t, r.Feasible, "a holds every GPU")
 	require.Contains(t, r.Failed["n-0"], "gang default/a holds 4 in reservations")
@@ -116,7 +118,7 @@ func TestReservationExpiry(t *testing.T) {
 	require.Contains(t, err.Error(), "expired")
 	require.Equal(t, 0, e.binder.Count())
 
-	require.Eventually(t, func() bool { return e.status("default", "a").Phase == PhaseTimedOut }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return e.status("default", "a").Phase == views.PhaseTimedOut }, 5*time.Second, 5*time.Millisecond)
 	st := e.status("default", "a")
 	require.Contains(t, st.Reason, "expired")
 	require.Contains(t, st.Reason, "1 of 2 members ready")
@@ -144,12 +146,12 @@ func TestExpiredReservationSeenBeforeJanitor(t *testing.T) {
 	// The held bind ends at the expiry time.
 	err := recv(t, e.bindAsync(a[0], a0), "held bind")
 	require.ErrorContains(t, err, "expired")
-	require.Eventually(t, func() bool { return e.status("default", "a").Phase != PhaseReserving }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return e.status("default", "a").Phase != views.PhaseReserving }, 5*time.Second, 5*time.Millisecond)
 
 	r := e.filter(a[1])
 	require.Empty(t, r.Feasible)
 	require.Contains(t, r.Failed["n-0"], "reservation timed out")
-	require.Equal(t, PhaseTimedOut, e.status("default", "a").Phase)
+	require.Equal(t, views.PhaseTimedOut, e.status("default", "a").Phase)
 	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangTimedOut, "gang default/a")
 }
 
@@ -187,7 +189,7 @@ func TestCommitWithBindFailure(t *testing.T) {
 	require.Equal(t, map[string]string{"default/w-0": nodes[0], "default/w-1": nodes[1], "default/w-3": nodes[3]}, e.binder.Bindings())
 	st := e.status("default", "mpi")
 	require.Equal(t, 3, st.Bound)
-	require.Equal(t, PhaseWaiting, st.Phase)
+	require.Equal(t, views.PhaseWaiting, st.Phase)
 	require.Contains(t, st.Reason, "1 of 4 bindings failed")
 	require.Contains(t, st.Reason, denied.Error())
 	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangBindFailed, "default/mpi", denied.Error())
@@ -199,7 +201,7 @@ func TestCommitWithBindFailure(t *testing.T) {
 	require.NoError(t, e.bind(pods[2], node))
 	require.Len(t, e.binder.Bindings(), 4)
 	st = e.status("default", "mpi")
-	require.Equal(t, PhaseBound, st.Phase)
+	require.Equal(t, views.PhaseBound, st.Phase)
 	require.Equal(t, 4, st.Bound)
 }
 
@@ -214,12 +216,12 @@ func TestRestartRebuildsFromBoundPods(t *testing.T) {
 	e.add(pods...)
 	st := e.status("default", "mpi")
 	require.Equal(t, 2, st.Bound)
-	require.Equal(t, PhaseWaiting, st.Phase)
+	require.Equal(t, views.PhaseWaiting, st.Phase)
 
 	n2 := e.filterOne(pods[2])
 	require.Contains(t, []string{"n-2", "n-3"}, n2)
 	st = e.status("default", "mpi")
-	require.Equal(t, PhaseReserving, st.Phase)
+	require.Equal(t, views.PhaseReserving, st.Phase)
 	states := map[string]int{}
 	for _, mb := range st.Members {
 		states[mb.State]++
@@ -235,7 +237,7 @@ func TestRestartRebuildsFromBoundPods(t *testing.T) {
 	require.Equal(t, map[string]string{"default/w-2": n2, "default/w-3": n3}, e.binder.Bindings())
 	require.Equal(t, 2, e.binder.Count())
 	st = e.status("default", "mpi")
-	require.Equal(t, PhaseBound, st.Phase)
+	require.Equal(t, views.PhaseBound, st.Phase)
 	require.Equal(t, 4, st.Bound)
 }
 

@@ -19,6 +19,8 @@ import (
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // apiEnv is a manager whose binder is the real APIBinder over bindingAPI, so that what lockstep
@@ -95,9 +97,9 @@ func TestCommitRetriesThroughThrottling(t *testing.T) {
 	require.Equal(t, len(pods)+len(faults), posts, "every refused binding was sent again")
 
 	st := e.status("default", "mpi")
-	require.Equal(t, PhaseBound, st.Phase)
+	require.Equal(t, views.PhaseBound, st.Phase)
 	require.NotNil(t, st.LastCommit)
-	require.Equal(t, CommitStatus{Started: st.LastCommit.Started, Members: 4, Bound: 4,
+	require.Equal(t, views.CommitStatus{Started: st.LastCommit.Started, Members: 4, Bound: 4,
 		Duration: st.LastCommit.Duration, PartlyBoundFor: st.LastCommit.PartlyBoundFor}, *st.LastCommit)
 	require.Equal(t, 1, testutil.CollectAndCount(e.reg, "lockstep_gang_commit_seconds"))
 	require.Equal(t, 1, testutil.CollectAndCount(e.reg, "lockstep_gang_partly_bound_seconds"))
@@ -122,7 +124,7 @@ func TestCommitStopsForDeletedMember(t *testing.T) {
 		held[i] = e.bindAsync(p, e.filterOne(p))
 	}
 	e.waitStates("default", "mpi", map[string]string{"default/w-0": "WaitingForQuorum", "default/w-1": "WaitingForQuorum", "default/w-2": "WaitingForQuorum"})
-	require.Eventually(t, func() bool { return e.status("default", "mpi").Phase == PhaseBinding }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return e.status("default", "mpi").Phase == views.PhaseBinding }, 5*time.Second, 5*time.Millisecond)
 
 	e.m.DeletePod(pods[1].UID)
 	require.Eventually(t, func() bool {
@@ -246,7 +248,7 @@ func TestBoundMemberIsNotCountedTwiceWhileItsGangCommits(t *testing.T) {
 		nodes[i] = e.filterOne(p)
 		held[i] = e.bindAsync(p, nodes[i])
 	}
-	require.Eventually(t, func() bool { return e.status("default", "first").Phase == PhaseBinding }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return e.status("default", "first").Phase == views.PhaseBinding }, 5*time.Second, 5*time.Millisecond)
 
 	// The informer is first with the news: both bound, their binding calls still out.
 	for i, p := range first {

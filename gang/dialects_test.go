@@ -14,6 +14,8 @@ import (
 	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // volcanoMembers are pods naming Volcano PodGroup default/<group> by annotation, task by task.
@@ -45,7 +47,7 @@ func TestGroupObjectCreatedAfterItsPods(t *testing.T) {
 	require.Empty(t, r.Feasible, "a member must not schedule before its gang's rules are known")
 	require.Equal(t, "gang default/tf: waiting for Volcano or kube-batch PodGroup default/tf to exist; its members schedule only together, once it does", r.Failed["n-0"])
 	st := e.status("default", "tf")
-	require.Equal(t, PhaseWaiting, st.Phase)
+	require.Equal(t, views.PhaseWaiting, st.Phase)
 	require.Equal(t, "waiting for Volcano or kube-batch PodGroup default/tf to exist", st.Members[0].Reason)
 	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangWaiting, "PodGroup default/tf to exist")
 	require.Error(t, e.bind(pods[0], "n-0"), "no bind before the rules are known")
@@ -56,7 +58,7 @@ func TestGroupObjectCreatedAfterItsPods(t *testing.T) {
 	require.NoError(t, e.bind(pods[1], nodes[1]))
 	require.NoError(t, recv(t, held, "held bind"))
 	st = e.status("default", "tf")
-	require.Equal(t, PhaseBound, st.Phase)
+	require.Equal(t, views.PhaseBound, st.Phase)
 	require.Equal(t, "Volcano PodGroup default/tf", st.Source)
 
 	// The object goes: members already bound stay bound; the gang is known by its pods alone.
@@ -175,7 +177,7 @@ func TestMatchPolicies(t *testing.T) {
 	t.Run("waiting-and-running: one bound member is below min-available", func(t *testing.T) {
 		e, third := scenario(t, "waiting-and-running")
 		e.filterOne(third) // reserved: with the bound one it makes the quorum again
-		require.Equal(t, PhaseReserving, e.status("default", "mpi").Phase)
+		require.Equal(t, views.PhaseReserving, e.status("default", "mpi").Phase)
 	})
 	t.Run("only-waiting: bound members never count", func(t *testing.T) {
 		e, third := scenario(t, "only-waiting")
@@ -224,7 +226,7 @@ func TestStandingAndFitsInTotal(t *testing.T) {
 	e.add(pods...)
 	st, ok := e.m.Standing("default/mpi")
 	require.True(t, ok)
-	require.Equal(t, Standing{Phase: PhaseWaiting, Members: 3, Reason: "no member has reached lockstep's filter yet", Since: t0,
+	require.Equal(t, Standing{Phase: views.PhaseWaiting, Members: 3, Reason: "no member has reached lockstep's filter yet", Since: t0,
 		QuorumRequests: placement.Resources{GPU: 4, MilliCPU: 2000, Memory: 2 << 30, Pods: 2}}, st)
 
 	e.filterOne(pods[0]) // reserves the quorum: all 4 GPUs

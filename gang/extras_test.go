@@ -12,6 +12,8 @@ import (
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // extrasEnv is two 4-GPU nodes with gang preemption on, the shape of Volcano's "multiple jobs"
@@ -82,7 +84,7 @@ func TestQuorumTakesBackExtrasThatBoundFirst(t *testing.T) {
 		taken := ev.waitEvicted(t, 2) // the evictions so far
 		want := [][]string{{"default/j1-6", "default/j1-7"}, {"default/j1-4", "default/j1-5", "default/j1-6", "default/j1-7"}}[i]
 		require.Equal(t, want, taken, "the youngest extras of j1 go")
-		require.Equal(t, PhaseReserving, e.status("default", name).Phase)
+		require.Equal(t, views.PhaseReserving, e.status("default", name).Phase)
 		require.Contains(t, e.status("default", name).Reason, "taking back pod default/j1-")
 		e.evicted([][]string{{"default/j1-6", "default/j1-7"}, {"default/j1-4", "default/j1-5"}}[i]...)
 		e.bindQuorum(pods[:2])
@@ -176,7 +178,7 @@ func TestTakingBackRespectsPriorityAndTheSwitch(t *testing.T) {
 			}
 			e.filter(w[0])
 			require.Empty(t, ev.evicted)
-			require.NotEqual(t, PhaseReserving, e.status("default", "w").Phase)
+			require.NotEqual(t, views.PhaseReserving, e.status("default", "w").Phase)
 		})
 	}
 }
@@ -194,6 +196,6 @@ func TestTakingBackNeverChoosesAVictimTwice(t *testing.T) {
 	e.turnAway(j3[0])
 	require.Equal(t, []string{"default/j1-4", "default/j1-5", "default/j1-6", "default/j1-7"}, ev.waitEvicted(t, 4))
 	for _, name := range []string{"j2", "j3"} {
-		require.Equal(t, PhaseReserving, e.status("default", name).Phase, name)
+		require.Equal(t, views.PhaseReserving, e.status("default", name).Phase, name)
 	}
 }

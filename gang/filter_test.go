@@ -12,6 +12,8 @@ import (
 	"github.com/lockstep-sched/lockstep/dialect"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // A gang is admitted whole or not at all.
@@ -30,7 +32,7 @@ func TestFilterAllOrNothing(t *testing.T) {
 		}
 
 		st := e.status("default", "mpi-dist")
-		require.Equal(t, PhaseWaiting, st.Phase)
+		require.Equal(t, views.PhaseWaiting, st.Phase)
 		require.Equal(t, want, st.Reason)
 		require.Nil(t, st.ReservationExpires)
 		require.Equal(t, 1, st.Attempts)
@@ -55,7 +57,7 @@ func TestFilterAllOrNothing(t *testing.T) {
 		require.Nil(t, r.Failed, "a reserved member's answer names its node alone")
 
 		st := e.status("default", "mpi-fit")
-		require.Equal(t, PhaseReserving, st.Phase)
+		require.Equal(t, views.PhaseReserving, st.Phase)
 		require.NotNil(t, st.ReservationExpires)
 		states := map[string]int{}
 		nodes := map[string]bool{}
@@ -88,7 +90,7 @@ func TestFilterAllOrNothing(t *testing.T) {
 		r := e.filter(pods[0])
 		require.Empty(t, r.Feasible)
 		require.Equal(t, "gang default/mpi: waiting for members: 3 of min-available 4 exist", r.Failed["n-0"])
-		require.Equal(t, PhaseWaiting, e.status("default", "mpi").Phase)
+		require.Equal(t, views.PhaseWaiting, e.status("default", "mpi").Phase)
 	})
 }
 
@@ -106,7 +108,7 @@ func TestFilterPlacesPerNode(t *testing.T) {
 		require.Empty(t, r.Feasible)
 		reason := r.Failed["n-0"]
 		require.Equal(t, "gang default/pair: 2 members fit in total, but member default/w-0 needs 2 nvidia.com/gpu on one node after placing the others: at most 1 free on one node (n-0)", reason)
-		require.Equal(t, PhaseWaiting, e.status("default", "pair").Phase)
+		require.Equal(t, views.PhaseWaiting, e.status("default", "pair").Phase)
 
 		// A 1-GPU gang of four fits, one member per node.
 		small := members("default", "quad", "s", 4, 4, 1)
@@ -191,7 +193,7 @@ func TestReservationHiddenFromOthers(t *testing.T) {
 	require.Empty(t, r.Feasible)
 	want := "gang default/b: 3 members need 6 nvidia.com/gpu, 4 free; gang default/a holds 4 in reservations"
 	require.Equal(t, want, r.Failed["n-0"])
-	require.Equal(t, PhaseWaiting, e.status("default", "b").Phase)
+	require.Equal(t, views.PhaseWaiting, e.status("default", "b").Phase)
 	require.Equal(t, want, e.status("default", "b").Reason)
 
 	// A gang that fits beside the reservation is admitted on the free nodes only.
@@ -221,13 +223,13 @@ func TestCompetingGangs(t *testing.T) {
 		require.NoError(t, e.bind(a[1], a1))
 		require.NoError(t, recv(t, ch, "bind a-0"))
 		require.Equal(t, map[string]string{"default/a-0": a0, "default/a-1": a1}, e.binder.Bindings())
-		require.Equal(t, PhaseBound, e.status("default", "a").Phase)
+		require.Equal(t, views.PhaseBound, e.status("default", "a").Phase)
 
 		r = e.filter(b[0])
 		require.Empty(t, r.Feasible)
 		require.Equal(t, "gang default/b: 2 members need 4 nvidia.com/gpu, 0 free", r.Failed["n-1"])
 		st := e.status("default", "b")
-		require.Equal(t, PhaseWaiting, st.Phase)
+		require.Equal(t, views.PhaseWaiting, st.Phase)
 		require.Equal(t, r.Failed["n-1"], st.Reason)
 
 		// a finishes and leaves: b gets the capacity.
@@ -239,7 +241,7 @@ func TestCompetingGangs(t *testing.T) {
 		ch = e.bindAsync(b[0], b0)
 		require.NoError(t, e.bind(b[1], b1))
 		require.NoError(t, recv(t, ch, "bind b-0"))
-		require.Equal(t, PhaseBound, e.status("default", "b").Phase)
+		require.Equal(t, views.PhaseBound, e.status("default", "b").Phase)
 		require.Len(t, e.binder.Bindings(), 4)
 	})
 
@@ -265,11 +267,11 @@ func TestCompetingGangs(t *testing.T) {
 			close(start)
 			wg.Wait()
 
-			phases := []Phase{e.status("default", "a").Phase, e.status("default", "b").Phase}
+			phases := []views.Phase{e.status("default", "a").Phase, e.status("default", "b").Phase}
 			sort.Slice(phases, func(i, j int) bool { return phases[i] < phases[j] })
-			require.Equal(t, []Phase{PhaseReserving, PhaseWaiting}, phases, "round %d", round)
+			require.Equal(t, []views.Phase{views.PhaseReserving, views.PhaseWaiting}, phases, "round %d", round)
 			winner := 0 // index into all of the winning gang's first member
-			if e.status("default", "b").Phase == PhaseReserving {
+			if e.status("default", "b").Phase == views.PhaseReserving {
 				winner = 1
 			}
 			for i, r := range results {
@@ -297,7 +299,7 @@ func TestAfterQuorumMembersScheduleLikeOrdinaryPods(t *testing.T) {
 	require.NoError(t, recv(t, ch, "bind w-0"))
 	require.Len(t, e.binder.Bindings(), 2)
 	st := e.status("default", "elastic")
-	require.Equal(t, PhaseBound, st.Phase)
+	require.Equal(t, views.PhaseBound, st.Phase)
 	require.Equal(t, 2, st.Bound)
 
 	for _, p := range pods[2:] {
@@ -324,7 +326,7 @@ func TestMembersDisagreeOnMinAvailable(t *testing.T) {
 	}
 	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangRejected, "pod default/w-odd")
 
-	var oddStatus MemberStatus
+	var oddStatus views.MemberStatus
 	for _, mb := range e.status("default", "mpi").Members {
 		if mb.Pod == "default/w-odd" {
 			oddStatus = mb
@@ -336,7 +338,7 @@ func TestMembersDisagreeOnMinAvailable(t *testing.T) {
 	// The members that agree are unaffected.
 	e.filterOne(pods[0])
 	e.filterOne(pods[1])
-	require.Equal(t, PhaseReserving, e.status("default", "mpi").Phase)
+	require.Equal(t, views.PhaseReserving, e.status("default", "mpi").Phase)
 }
 
 // An invalid annotation is refused at filter with the dialect reader's message, and an event.
@@ -437,7 +439,7 @@ func TestDisagreeingMemberNotPlanned(t *testing.T) {
 	r := e.filter(w0)
 	require.Empty(t, r.Feasible)
 	require.Equal(t, "gang default/mpi: waiting for members: 1 of min-available 2 exist", r.Failed["n-0"])
-	require.Equal(t, PhaseWaiting, e.status("default", "mpi").Phase)
+	require.Equal(t, views.PhaseWaiting, e.status("default", "mpi").Phase)
 
 	// Once a member that agrees exists, the gang is admitted without the odd one.
 	w1 := builders.Pod("default", "w-1").GPU(2).Gang("mpi", 2).Created(t0.Add(timeSecond(2))).Obj()
@@ -525,7 +527,7 @@ func TestMemberReplacedWhileReserving(t *testing.T) {
 	held := e.bindAsync(pods[0], n0)
 	require.NoError(t, e.bind(replacement, planned))
 	require.NoError(t, recv(t, held, "bind w-0"))
-	require.Equal(t, PhaseBound, e.status("default", "mpi").Phase)
+	require.Equal(t, views.PhaseBound, e.status("default", "mpi").Phase)
 
 	// Gang b reserves everything that is left after a is deleted, then loses its members.
 	for _, p := range []*corev1.Pod{pods[0], replacement} {

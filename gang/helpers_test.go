@@ -19,6 +19,8 @@ import (
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/test/lib/schedsim"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // t0 is the creation time test pods count from; members are ordered by it.
@@ -150,7 +152,7 @@ func (e *env) bindAsync(p *corev1.Pod, node string) <-chan error {
 }
 
 // status returns one gang's status; the gang must exist.
-func (e *env) status(namespace, name string) GangStatus {
+func (e *env) status(namespace, name string) views.GangStatus {
 	e.t.Helper()
 	for _, g := range e.m.Status(namespace) {
 		if g.Name == name {
@@ -158,7 +160,7 @@ func (e *env) status(namespace, name string) GangStatus {
 		}
 	}
 	e.t.Fatalf("gang %s/%s not in Status", namespace, name)
-	return GangStatus{}
+	return views.GangStatus{}
 }
 
 // memberStates maps pod ns/name to its state in the gang's status.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/quota"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // The line is the order lockstep gives the gangs waiting for capacity: higher priority first,
@@ -116,18 +118,10 @@ func (m *Manager) holdersIn(node string, v view) string {
 	return names
 }
 
-// LineStatus is a waiting gang's place in line, as /debug/gangs shows it.
-type LineStatus struct {
-	// Place counts from 1 among Of gangs waiting, cluster-wide.
-	Place int    `json:"place"`
-	Of    int    `json:"of"`
-	Why   string `json:"why"`
-}
-
 // placesLocked gives every waiting gang its place in line, with the reason for it.
-func (m *Manager) placesLocked() map[string]*LineStatus {
+func (m *Manager) placesLocked() map[string]*views.LineStatus {
 	line := m.lineLocked()
-	out := make(map[string]*LineStatus, len(line))
+	out := make(map[string]*views.LineStatus, len(line))
 	higher, equal := 0, 0
 	for i, w := range line {
 		if i > 0 && line[i-1].prio != w.prio {
@@ -138,7 +132,7 @@ func (m *Manager) placesLocked() map[string]*LineStatus {
 		if !w.waiting {
 			why += "; it cannot be planned yet (members missing or gated)"
 		}
-		out[w.g.key] = &LineStatus{Place: i + 1, Of: len(line), Why: why}
+		out[w.g.key] = &views.LineStatus{Place: i + 1, Of: len(line), Why: why}
 		equal++
 	}
 	return out

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // Four gangs of 6 x 1 GPU with min-available 3 on 12 free GPUs: each gets its 3 before any gets
@@ -29,7 +31,7 @@ func TestQuorumsBeforeExtras(t *testing.T) {
 	for _, name := range []string{"b", "c", "d"} {
 		pods := members("default", name, name, 6, 3, 1, total)
 		e.filterOne(pods[0])
-		require.Equal(t, PhaseReserving, e.status("default", name).Phase, "gang %s gets its quorum", name)
+		require.Equal(t, views.PhaseReserving, e.status("default", name).Phase, "gang %s gets its quorum", name)
 	}
 }
 
@@ -67,14 +69,14 @@ func TestPlaceInLine(t *testing.T) {
 	e.add(newer...)
 	e.add(urgent...)
 
-	line := map[string]*LineStatus{}
+	line := map[string]*views.LineStatus{}
 	for _, st := range e.m.Status("default") {
 		line[st.Name] = st.Line
 		require.NotNil(t, st.Line, st.Name)
 	}
-	require.Equal(t, &LineStatus{Place: 1, Of: 3, Why: "priority 1000; behind 0 gangs of higher priority and 0 of equal priority waiting longer"}, line["urgent"])
-	require.Equal(t, &LineStatus{Place: 2, Of: 3, Why: "priority 10; behind 1 gang of higher priority and 0 of equal priority waiting longer"}, line["old"])
-	require.Equal(t, &LineStatus{Place: 3, Of: 3, Why: "priority 10; behind 1 gang of higher priority and 1 of equal priority waiting longer"}, line["newer"])
+	require.Equal(t, &views.LineStatus{Place: 1, Of: 3, Why: "priority 1000; behind 0 gangs of higher priority and 0 of equal priority waiting longer"}, line["urgent"])
+	require.Equal(t, &views.LineStatus{Place: 2, Of: 3, Why: "priority 10; behind 1 gang of higher priority and 0 of equal priority waiting longer"}, line["old"])
+	require.Equal(t, &views.LineStatus{Place: 3, Of: 3, Why: "priority 10; behind 1 gang of higher priority and 1 of equal priority waiting longer"}, line["newer"])
 	require.Equal(t, int32(1000), e.status("default", "urgent").Priority)
 }
 

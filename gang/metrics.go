@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lockstep-sched/lockstep/placement"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // Metrics are the gang manager's Prometheus series. A nil *Metrics records nothing, which keeps
@@ -198,14 +200,19 @@ func (c *gangCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *gangCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[Phase]int{PhaseWaiting: 0, PhaseHolding: 0, PhaseReserving: 0, PhaseBinding: 0, PhaseBound: 0, PhaseTimedOut: 0}
-	slots, gpus := 0, int64(0)
-	for _, g := range c.m.Status("") {
+	counts := map[views.Phase]int{}
+	for _, phase := range views.Phases {
+		counts[phase] = 0
+	}
+	c.m.mu.RLock()
+	gangs, gpus := c.m.gangsLocked("")
+	c.m.mu.RUnlock()
+	slots := 0
+	for _, g := range gangs {
 		counts[g.Phase]++
 		for _, mb := range g.Members {
 			if mb.ReservationExpires != nil {
 				slots++
-				gpus += mb.gpus
 			}
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // newMetricsEnv is newEnv with the manager's metrics registered on reg.
@@ -53,9 +55,9 @@ func TestExpiredReservationsAreCounted(t *testing.T) {
 	e.add(stuck...)
 
 	e.filterOne(stuck[0])
-	require.Equal(t, PhaseReserving, e.status("default", "stuck").Phase)
+	require.Equal(t, views.PhaseReserving, e.status("default", "stuck").Phase)
 	require.Zero(t, testutil.ToFloat64(mt.expiries), "a live reservation has not expired")
-	require.Eventually(t, func() bool { return e.status("default", "stuck").Phase == PhaseTimedOut }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return e.status("default", "stuck").Phase == views.PhaseTimedOut }, 5*time.Second, 5*time.Millisecond)
 	// The filter of the other member after the sweep must not count the same expiry again.
 	e.filter(stuck[1])
 	require.Equal(t, 1.0, testutil.ToFloat64(mt.expiries))
@@ -63,7 +65,7 @@ func TestExpiredReservationsAreCounted(t *testing.T) {
 	bound := members("default", "bound", "b", 2, 2, 1)
 	e.add(bound...)
 	e.bindGang(bound...)
-	require.Equal(t, PhaseBound, e.status("default", "bound").Phase)
+	require.Equal(t, views.PhaseBound, e.status("default", "bound").Phase)
 	require.Equal(t, 1.0, testutil.ToFloat64(mt.expiries), "a gang that bound expired nothing")
 }
 
@@ -76,7 +78,7 @@ func TestGangWaitIsObservedAtFirstCommit(t *testing.T) {
 	pods := members("default", "job", "w", 3, 2, 1, func(b *builders.PodBuilder) { b.Created(created) })
 	e.add(pods...)
 	e.bindGang(pods[0], pods[1])
-	require.Equal(t, PhaseBound, e.status("default", "job").Phase)
+	require.Equal(t, views.PhaseBound, e.status("default", "job").Phase)
 	require.NoError(t, e.bind(pods[2], e.filterOne(pods[2])), "the member beyond the quorum binds as an ordinary pod")
 	require.Equal(t, 3, e.status("default", "job").Bound)
 

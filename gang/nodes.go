@@ -7,34 +7,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lockstep-sched/lockstep/wellknown"
-)
 
-// NodeStatus is one node as /debug/nodes shows it: what lockstep counts there and where its GPU
-// topology came from.
-type NodeStatus struct {
-	Name          string `json:"name"`
-	Unschedulable bool   `json:"unschedulable,omitempty"`
-	GPUs          int64  `json:"gpus"`
-	GPUsFree      int64  `json:"gpusFree"`
-	// TopologySource is where the GPU topology came from (see package gpu): annotation,
-	// nvidia-smi, known-system, uniform or none.
-	TopologySource string `json:"topologySource"`
-	// TopologyError says what is wrong with the node's topology annotation; lockstep then uses
-	// TopologySource instead.
-	TopologyError string `json:"topologyError,omitempty"`
-}
+	"github.com/lockstep-sched/lockstep/views"
+)
 
 // Nodes lists the nodes lockstep has seen, sorted by name; onlyProblems keeps those whose topology
 // annotation is invalid.
-func (m *Manager) Nodes(onlyProblems bool) []NodeStatus {
+func (m *Manager) Nodes(onlyProblems bool) []views.NodeStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := []NodeStatus{}
+	out := []views.NodeStatus{}
 	for _, n := range m.ledger.nodes {
 		if !n.known || (onlyProblems && n.topoErr == nil) {
 			continue
 		}
-		st := NodeStatus{Name: n.name, Unschedulable: n.unschedulable, GPUs: n.allocatable.GPU,
+		st := views.NodeStatus{Name: n.name, Unschedulable: n.unschedulable, GPUs: n.allocatable.GPU,
 			GPUsFree: max(n.free().GPU, 0), TopologySource: n.topoSource.String()}
 		if n.topoErr != nil {
 			st.TopologyError = n.topoErr.Error()

@@ -11,6 +11,8 @@ import (
 
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // uids are the UIDs builders give the named pods of namespace default.
@@ -231,7 +233,7 @@ func TestPreemptSparesAGangBindingItsQuorum(t *testing.T) {
 	release := make(chan struct{})
 	e.binder.Block(release)
 	held := e.bindAsync(pods[1], e.filterOne(pods[1]))
-	require.Eventually(t, func() bool { return e.status("default", "mpi").Phase == PhaseBinding }, 5*time.Second, 2*time.Millisecond)
+	require.Eventually(t, func() bool { return e.status("default", "mpi").Phase == views.PhaseBinding }, 5*time.Second, 2*time.Millisecond)
 
 	candidates := map[string][]types.UID{"n-0": uids("w-0")}
 	require.Equal(t, map[string]string{"n-0": "gang default/mpi is binding its quorum; evicting default/w-0 would leave it partial"},

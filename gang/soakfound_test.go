@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // Failures the e2e soak found (test/e2e/soak_test.go), each pinned here at its cause.
@@ -29,7 +31,7 @@ func TestPlanKeepsMembersToTheirNodes(t *testing.T) {
 	e.add(big...)
 	r := e.filter(big[0])
 	require.Empty(t, r.Feasible, "zone a has one untainted 8-GPU node for two 8-GPU members")
-	require.Equal(t, PhaseWaiting, e.status("default", "big").Phase)
+	require.Equal(t, views.PhaseWaiting, e.status("default", "big").Phase)
 
 	small := members("default", "small", "small", 2, 2, 4, inZoneA)
 	e.add(small...)
@@ -52,7 +54,7 @@ func TestHoldOnADeletedNode(t *testing.T) {
 	g := members("default", "g", "g", 2, 2, 4)
 	e.add(g...)
 	require.Empty(t, e.filter(g[0]).Feasible)
-	require.Equal(t, PhaseHolding, e.status("default", "g").Phase)
+	require.Equal(t, views.PhaseHolding, e.status("default", "g").Phase)
 
 	e.m.DeleteNode("n-1")
 	require.NotPanics(t, func() { e.filter(g[0]) })
@@ -68,7 +70,7 @@ func TestReplacementsOfAGangGoingGatherAQuorum(t *testing.T) {
 	old := members("default", "k", "k", 2, 2, 1) // Koordinator annotations: once-satisfied
 	e.add(old...)
 	e.bindQuorum(old)
-	require.Equal(t, PhaseBound, e.status("default", "k").Phase)
+	require.Equal(t, views.PhaseBound, e.status("default", "k").Phase)
 	for _, p := range old {
 		going := p.DeepCopy()
 		going.Spec.NodeName = e.status("default", "k").Members[0].Node

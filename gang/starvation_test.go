@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // A big gang behind a stream of small pods: past the threshold it holds two nodes, the small pods
@@ -24,7 +26,7 @@ func TestStarvingGangHoldsCapacityAsItFrees(t *testing.T) {
 	e.add(big...)
 
 	require.Empty(t, e.filter(big[0]).Feasible)
-	require.Equal(t, PhaseWaiting, e.status("default", "big").Phase, "not starving yet")
+	require.Equal(t, views.PhaseWaiting, e.status("default", "big").Phase, "not starving yet")
 	// A small pod finishes and another takes its place: without the rule this goes on forever.
 	e.m.DeletePod(builders.UIDFor("default", "s-0"))
 	next := builders.Pod("default", "s-4").GPU(2).CPU("1").Memory("1Gi").Obj()
@@ -35,7 +37,7 @@ func TestStarvingGangHoldsCapacityAsItFrees(t *testing.T) {
 	clock.advance(2 * time.Minute)
 	require.Empty(t, e.filter(big[0]).Feasible)
 	st := e.status("default", "big")
-	require.Equal(t, PhaseHolding, st.Phase)
+	require.Equal(t, views.PhaseHolding, st.Phase)
 	require.Contains(t, st.Reason, "need 8 nvidia.com/gpu, 0 free", "the reason still says what the gang lacks")
 	require.Contains(t, st.Reason, "past --starvation-threshold 1m0s, so lockstep holds nodes n-0, n-1 for its quorum")
 
@@ -55,7 +57,7 @@ func TestStarvingGangHoldsCapacityAsItFrees(t *testing.T) {
 		e.m.DeletePod(builders.UIDFor("default", name))
 	}
 	e.filterOne(big[0])
-	require.Equal(t, PhaseReserving, e.status("default", "big").Phase)
+	require.Equal(t, views.PhaseReserving, e.status("default", "big").Phase)
 }
 
 // A gang whose quorum would not fit even on an empty cluster holds nothing, however long it waits.
@@ -66,7 +68,7 @@ func TestStarvationRuleNeedsAQuorumThatFits(t *testing.T) {
 	require.Empty(t, e.filter(huge[0]).Feasible)
 	clock.advance(time.Hour)
 	require.Empty(t, e.filter(huge[0]).Feasible)
-	require.Equal(t, PhaseWaiting, e.status("default", "huge").Phase)
+	require.Equal(t, views.PhaseWaiting, e.status("default", "huge").Phase)
 }
 
 // starvationEnv is two 4-GPU nodes under a starvation threshold of a minute, on a clock 30s past
@@ -108,9 +110,9 @@ func TestSweepHoldsForAGangThatNeverReachedFilter(t *testing.T) {
 		e.add(bound(fmt.Sprintf("s-%d", i), node, 2, 0, t0))
 	}
 	e.add(members("default", "big", "big", 2, 2, 4)...)
-	require.Equal(t, PhaseWaiting, e.status("default", "big").Phase)
+	require.Equal(t, views.PhaseWaiting, e.status("default", "big").Phase)
 
 	clock.advance(time.Minute)
-	require.Eventually(t, func() bool { return e.status("default", "big").Phase == PhaseHolding }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.status("default", "big").Phase == views.PhaseHolding }, 5*time.Second, 10*time.Millisecond)
 	require.Contains(t, e.status("default", "big").Reason, "gang default/big: 2 members need 8 nvidia.com/gpu, 0 free; it has waited")
 }

@@ -7,110 +7,30 @@ import (
 
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/placement"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
-
-// Phase is where a gang stands, as /debug/gangs and the lockstep_gangs metric show it.
-type Phase string
-
-const (
-	// PhaseWaiting: no reservation; the gang does not fit now, lacks members, or was not tried yet.
-	PhaseWaiting Phase = "Waiting"
-	// PhaseReserving: capacity is reserved for the quorum; members are on their way to bind.
-	PhaseReserving Phase = "Reserving"
-	// PhaseBinding: quorum reached; lockstep is writing the bindings.
-	PhaseBinding Phase = "Binding"
-	// PhaseBound: at least min-available members are bound; the rest schedule as ordinary pods.
-	PhaseBound Phase = "Bound"
-	// PhaseHolding: the gang has waited past the starvation threshold; capacity is held for its
-	// quorum as it frees, and its members still wait.
-	PhaseHolding Phase = "Holding"
-	// PhaseTimedOut: the last reservation expired before quorum.
-	PhaseTimedOut Phase = "TimedOut"
-)
-
-// GangStatus is one gang as /debug/gangs shows it.
-type GangStatus struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	// Source says where the gang's rules were read: which dialect, which object.
-	Source       string `json:"source,omitempty"`
-	MinAvailable int    `json:"minAvailable"`
-	TotalNumber  int    `json:"totalNumber,omitempty"`
-	// TaskQuorums are per-task minimums inside the gang, "ps=1,worker=4".
-	TaskQuorums string `json:"taskQuorums,omitempty"`
-	// Group lists the gangs that bind only together with this one (Koordinator's gang group).
-	Group       []string `json:"group,omitempty"`
-	MatchPolicy string   `json:"matchPolicy,omitempty"`
-	Mode        string   `json:"mode,omitempty"`
-	WaitingTime string   `json:"waitingTime"`
-	// Priority is the members' spec.priority.
-	Priority int32 `json:"priority"`
-	Phase    Phase `json:"phase"`
-	// Queue is the team queue the gang counts toward ("Volcano Queue team-a"), if any.
-	Queue string `json:"queue,omitempty"`
-	// Topology is what the members ask of the network ("required example.com/rack"), if anything.
-	Topology string `json:"topology,omitempty"`
-	// Domains are, per network tier, the domains the gang's bound and reserved members are in.
-	Domains []TierDomains `json:"domains,omitempty"`
-	// Line is the gang's place among the gangs waiting for capacity; nil when it is not waiting.
-	Line               *LineStatus `json:"line,omitempty"`
-	Bound              int         `json:"bound"`
-	ReservationExpires *time.Time  `json:"reservationExpires,omitempty"`
-	Reason             string      `json:"reason,omitempty"`
-	// ReservationTakenBy names the higher-priority work that took the gang's last reservation
-	// over, and when; empty once the gang reserves again.
-	ReservationTakenBy string `json:"reservationTakenBy,omitempty"`
-	// Attempts is how many times a member was turned away at filter.
-	Attempts int `json:"attempts"`
-	// ExtrasTakenBack counts the members beyond this gang's quorum lockstep evicted so that other
-	// gangs' quorums could bind.
-	ExtrasTakenBack int `json:"extrasTakenBack,omitempty"`
-	// LastCommit is the gang's latest commit, while it runs and after.
-	LastCommit *CommitStatus  `json:"lastCommit,omitempty"`
-	Members    []MemberStatus `json:"members"`
-}
-
-// CommitStatus is one commit of a gang: the bindings lockstep wrote once the quorum arrived.
-type CommitStatus struct {
-	Started time.Time `json:"started"`
-	// Running is true until the last binding is answered.
-	Running  bool   `json:"running"`
-	Members  int    `json:"members"`
-	Bound    int    `json:"bound"`
-	Failed   int    `json:"failed"`
-	Duration string `json:"duration"`
-	// PartlyBoundFor is how long the gang had some but fewer than min-available members bound
-	// during the commit; StillPartial says it ended that way.
-	PartlyBoundFor string `json:"partlyBoundFor"`
-	StillPartial   bool   `json:"stillPartial,omitempty"`
-}
-
-// MemberStatus is one member pod of a gang.
-type MemberStatus struct {
-	Pod   string `json:"pod"`
-	State string `json:"state"`
-	Node  string `json:"node,omitempty"`
-	// GPUIDs are the GPU indices lockstep chose for the member on its node.
-	GPUIDs             []int      `json:"gpuIDs,omitempty"`
-	Requests           string     `json:"requests"`
-	ReservationExpires *time.Time `json:"reservationExpires,omitempty"`
-	Reason             string     `json:"reason,omitempty"`
-	gpus               int64
-}
 
 // Status lists every gang, or those of one namespace, sorted by namespace and name.
-func (m *Manager) Status(namespace string) []GangStatus {
+func (m *Manager) Status(namespace string) []views.GangStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := []GangStatus{}
+	out, _ := m.gangsLocked(namespace)
+	return out
+}
+
+// gangsLocked is Status, with the GPUs the listed gangs' reservations hold for their members.
+func (m *Manager) gangsLocked(namespace string) (out []views.GangStatus, reservedGPUs int64) {
+	out = []views.GangStatus{}
 	places := m.placesLocked()
 	for _, g := range m.ledger.gangs {
 		if namespace != "" && g.namespace != namespace {
 			continue
 		}
-		st := m.gangStatusLocked(g)
+		st, reserved := m.gangStatusLocked(g)
 		st.Line = places[g.key]
 		out = append(out, st)
+		reservedGPUs += reserved
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Namespace != out[j].Namespace {
@@ -118,12 +38,12 @@ func (m *Manager) Status(namespace string) []GangStatus {
 		}
 		return out[i].Name < out[j].Name
 	})
-	return out
+	return out, reservedGPUs
 }
 
 // gangStatusLocked is the debug summary of one gang, owned by the gang's own records.
-func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
-	st := GangStatus{Namespace: g.namespace, Name: g.name, Bound: g.boundCount(), Reason: g.lastReason, Attempts: g.attempts, ExtrasTakenBack: g.extrasTaken, Priority: g.priority(),
+func (m *Manager) gangStatusLocked(g *gangInfo) (st views.GangStatus, reservedGPUs int64) {
+	st = views.GangStatus{Namespace: g.namespace, Name: g.name, Bound: g.boundCount(), Reason: g.lastReason, Attempts: g.attempts, ExtrasTakenBack: g.extrasTaken, Priority: g.priority(),
 		ReservationTakenBy: g.takenBy}
 	spec, refPod := g.reference()
 	if spec != nil {
@@ -144,7 +64,9 @@ func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
 		st.LastCommit = c.status()
 	}
 	for _, p := range g.sortedMembers() {
-		st.Members = append(st.Members, memberStatus(p, spec, refPod, res))
+		mb, reserved := memberStatus(p, spec, refPod, res)
+		st.Members = append(st.Members, mb)
+		reservedGPUs += reserved
 	}
 	st.Topology = g.topology().String()
 	st.Domains = m.domainsOf(st.Members)
@@ -157,36 +79,37 @@ func (m *Manager) gangStatusLocked(g *gangInfo) GangStatus {
 			}
 		}
 	}
-	return st
+	return st, reservedGPUs
 }
 
-func phaseOf(g *gangInfo, spec *gangspec.Spec, res *reservation) Phase {
+func phaseOf(g *gangInfo, spec *gangspec.Spec, res *reservation) views.Phase {
 	switch {
 	case spec != nil && g.satisfied(spec):
-		return PhaseBound
+		return views.PhaseBound
 	case res != nil && res.state == committing:
-		return PhaseBinding
+		return views.PhaseBinding
 	case res != nil && res.state == holding:
-		return PhaseHolding
+		return views.PhaseHolding
 	case res != nil:
-		return PhaseReserving
+		return views.PhaseReserving
 	case g.timedOut:
-		return PhaseTimedOut
+		return views.PhaseTimedOut
 	default:
-		return PhaseWaiting
+		return views.PhaseWaiting
 	}
 }
 
-func (c *commitRecord) status() *CommitStatus {
-	return &CommitStatus{
+func (c *commitRecord) status() *views.CommitStatus {
+	return &views.CommitStatus{
 		Started: c.started, Running: c.finished.IsZero(), Members: c.members, Bound: c.bound, Failed: c.failed,
 		Duration: formatSpan(c.duration()), PartlyBoundFor: formatSpan(c.partlyBoundFor()), StillPartial: c.stillPartial() && !c.finished.IsZero(),
 	}
 }
 
 // memberStatus is one member as /debug/gangs shows it; spec and refPod are its gang's.
-func memberStatus(p *podInfo, spec *gangspec.Spec, refPod *podInfo, res *reservation) MemberStatus {
-	mb := MemberStatus{Pod: p.key(), Requests: p.requests.String(), State: "Pending"}
+// reserved is the GPUs the member's reservation holds for it, counted by lockstep_reserved_gpus.
+func memberStatus(p *podInfo, spec *gangspec.Spec, refPod *podInfo, res *reservation) (mb views.MemberStatus, reserved int64) {
+	mb = views.MemberStatus{Pod: p.key(), Requests: p.requests.String(), State: "Pending"}
 	var s *slot
 	if res != nil {
 		s = res.slotFor(p.uid)
@@ -207,17 +130,17 @@ func memberStatus(p *podInfo, spec *gangspec.Spec, refPod *podInfo, res *reserva
 		if s.holdsCapacity() && res.state == reserving {
 			expires := res.expires
 			mb.ReservationExpires = &expires
-			mb.gpus = s.requests.GPU
+			reserved = s.requests.GPU
 		}
 	case p.condition != "":
 		mb.Reason = "scheduler: " + p.condition
 	}
-	return mb
+	return mb, reserved
 }
 
 // Standing is where one gang stands, in the few words a group object's status holds.
 type Standing struct {
-	Phase Phase
+	Phase views.Phase
 	// Members are the gang's pods lockstep knows; Bound hold a node now.
 	Members, Bound int
 	// Reason is why the gang waits, when it does.
@@ -249,7 +172,8 @@ func (m *Manager) Standing(gang string) (st Standing, ok bool) {
 		}
 	}
 	if st.Reason == "" {
-		st.Reason = m.gangStatusLocked(g).Reason
+		full, _ := m.gangStatusLocked(g)
+		st.Reason = full.Reason
 	}
 	return st, true
 }

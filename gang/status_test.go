@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 func TestStatus(t *testing.T) {
@@ -50,7 +52,7 @@ func TestStatus(t *testing.T) {
 		require.Equal(t, 2, st.MinAvailable)
 		require.Equal(t, 3, st.TotalNumber)
 		require.Equal(t, "1m0s", st.WaitingTime)
-		require.Equal(t, PhaseWaiting, st.Phase)
+		require.Equal(t, views.PhaseWaiting, st.Phase)
 		require.Equal(t, "no member has reached lockstep's filter yet", st.Reason)
 	})
 
@@ -63,7 +65,7 @@ func TestStatus(t *testing.T) {
 		before := time.Now()
 		na := e.filterOne(a)
 		st = e.status("team-a", "mpi")
-		require.Equal(t, PhaseReserving, st.Phase)
+		require.Equal(t, views.PhaseReserving, st.Phase)
 		require.NotNil(t, st.ReservationExpires)
 		require.WithinDuration(t, before.Add(time.Minute), *st.ReservationExpires, 5*time.Second)
 		require.NotNil(t, st.Members[0].ReservationExpires, "a holds a slot")
@@ -77,7 +79,7 @@ func TestStatus(t *testing.T) {
 		require.NoError(t, recv(t, held, "bind a"))
 
 		st = e.status("team-a", "mpi")
-		require.Equal(t, PhaseBound, st.Phase)
+		require.Equal(t, views.PhaseBound, st.Phase)
 		require.Nil(t, st.ReservationExpires)
 		for _, mb := range st.Members {
 			require.Nil(t, mb.ReservationExpires, mb.Pod)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // simCluster is the test's picture of the apiserver and of kube-scheduler's cache: what is bound
@@ -371,7 +373,7 @@ wait:
 	// Let any commit still in flight finish before counting.
 	require.Eventually(t, func() bool {
 		for _, g := range e.m.Status("") {
-			if g.Phase == PhaseBinding {
+			if g.Phase == views.PhaseBinding {
 				return false
 			}
 		}

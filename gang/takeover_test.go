@@ -10,6 +10,8 @@ import (
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 func atPriority(p int32) func(*builders.PodBuilder) {
@@ -31,14 +33,14 @@ func TestHigherPriorityGangTakesReservationOver(t *testing.T) {
 		"default/low-2": "Planned", "default/low-3": "Planned"})
 
 	e.filterOne(high[0])
-	require.Equal(t, PhaseReserving, e.status("default", "high").Phase)
+	require.Equal(t, views.PhaseReserving, e.status("default", "high").Phase)
 	st := e.status("default", "high")
 	require.Contains(t, st.Reason, "took over the reservations of lower-priority gang default/low (priority 100)")
 
 	err := recv(t, held, "the low gang's held bind")
 	require.ErrorContains(t, err, "reservation given up to higher-priority gang default/high (priority 1000)")
 	lowSt := e.status("default", "low")
-	require.Equal(t, PhaseWaiting, lowSt.Phase)
+	require.Equal(t, views.PhaseWaiting, lowSt.Phase)
 	require.Contains(t, lowSt.Reason, "was given up to higher-priority gang default/high (priority 1000)")
 	require.Contains(t, lowSt.ReservationTakenBy, "gang default/high (priority 1000), at ")
 	e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangReservationYielded, "default/low", "default/high")
@@ -47,7 +49,7 @@ func TestHigherPriorityGangTakesReservationOver(t *testing.T) {
 	r := e.filter(low[1])
 	require.Empty(t, r.Feasible)
 	require.Contains(t, r.Failed["n-0"], "gang default/high holds")
-	require.Equal(t, PhaseReserving, e.status("default", "high").Phase)
+	require.Equal(t, views.PhaseReserving, e.status("default", "high").Phase)
 }
 
 func TestTakeoverRules(t *testing.T) {
@@ -75,7 +77,7 @@ func TestTakeoverRules(t *testing.T) {
 
 			r := e.filter(high[0])
 			require.Equal(t, tc.wantHighReserves, len(r.Feasible) == 1, "high gang's filter: %v", r.Failed)
-			require.Equal(t, tc.wantLowKeepsItsOwn, e.status("default", "low").Phase == PhaseReserving)
+			require.Equal(t, tc.wantLowKeepsItsOwn, e.status("default", "low").Phase == views.PhaseReserving)
 		})
 	}
 }
@@ -96,9 +98,9 @@ func TestTakeoverReleasesFewestLowestFirst(t *testing.T) {
 	e.filterOne(c[0])
 
 	e.filterOne(high[0])
-	require.Equal(t, PhaseWaiting, e.status("default", "a").Phase)
-	require.Equal(t, PhaseWaiting, e.status("default", "b").Phase)
-	require.Equal(t, PhaseReserving, e.status("default", "c").Phase, "two nodes are enough: the highest of the lower gangs keeps its own")
+	require.Equal(t, views.PhaseWaiting, e.status("default", "a").Phase)
+	require.Equal(t, views.PhaseWaiting, e.status("default", "b").Phase)
+	require.Equal(t, views.PhaseReserving, e.status("default", "c").Phase, "two nodes are enough: the highest of the lower gangs keeps its own")
 }
 
 // An ordinary pod of higher priority passes a node only a lower-priority reservation holds, and
@@ -118,10 +120,10 @@ func TestOrdinaryPodTakesLowerPriorityReservation(t *testing.T) {
 	urgent := builders.Pod("default", "urgent").GPU(2).CPU("1").Memory("1Gi").Priority(1000).Obj()
 	e.add(urgent)
 	require.Equal(t, []string{node}, e.filter(urgent).Feasible)
-	require.Equal(t, PhaseReserving, e.status("default", "low").Phase, "filter only reads: the bind takes over")
+	require.Equal(t, views.PhaseReserving, e.status("default", "low").Phase, "filter only reads: the bind takes over")
 	require.NoError(t, e.bind(urgent, node))
 	st := e.status("default", "low")
-	require.Equal(t, PhaseWaiting, st.Phase)
+	require.Equal(t, views.PhaseWaiting, st.Phase)
 	require.Contains(t, st.Reason, "given up to higher-priority pod default/urgent (priority 1000)")
 }
 
@@ -152,7 +154,7 @@ func TestParallelBindsTakeOverTogether(t *testing.T) {
 		require.Equal(t, []string{node}, e.filter(p).Feasible)
 		results = append(results, e.bindAsync(p, node))
 	}
-	require.Eventually(t, func() bool { return e.status("default", "low").Phase == PhaseWaiting }, 5*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return e.status("default", "low").Phase == views.PhaseWaiting }, 5*time.Second, 10*time.Millisecond,
 		"the second bind counts the first, still on its way, and takes the reservation over")
 	close(release)
 	for _, ch := range results {

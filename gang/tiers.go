@@ -9,6 +9,8 @@ import (
 	"github.com/lockstep-sched/lockstep/fabric"
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/placement"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // Network tiers. A multi-node gang spends its life in all-reduce between its nodes, so its
@@ -343,21 +345,15 @@ func (m *Manager) requiredTierWait(g *gangInfo, in placement.Input) string {
 	return fmt.Sprintf("gang %s: %s need one %s (%s); the largest %s has %d free (%s)", g.key, asked, short, key, short, largest, where)
 }
 
-// TierDomains are the domains of one network tier a gang's members are in.
-type TierDomains struct {
-	Tier    string   `json:"tier"`
-	Domains []string `json:"domains"`
-}
-
 // domainsOf lists, per tier, the domains of the nodes the members are bound or reserved on.
-func (m *Manager) domainsOf(members []MemberStatus) []TierDomains {
+func (m *Manager) domainsOf(members []views.MemberStatus) []views.TierDomains {
 	if len(m.cfg.Tiers) == 0 {
 		return nil
 	}
-	out := make([]TierDomains, 0, len(m.cfg.Tiers))
+	out := make([]views.TierDomains, 0, len(m.cfg.Tiers))
 	for i, tier := range m.cfg.Tiers {
 		seen := map[string]bool{}
-		td := TierDomains{Tier: tier.Key, Domains: []string{}}
+		td := views.TierDomains{Tier: tier.Key, Domains: []string{}}
 		for _, mb := range members {
 			n := m.ledger.nodes[mb.Node]
 			if mb.Node == "" || n == nil || i >= len(n.domains) || seen[n.domains[i]] {

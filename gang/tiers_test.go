@@ -12,6 +12,8 @@ import (
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 const (
@@ -79,13 +81,13 @@ func TestRequiredTierThatNothingHoldsWaits(t *testing.T) {
 	require.Equal(t, "gang default/g: 3 members x 4 nvidia.com/gpu need one rack (example.com/rack); the largest rack has 8 free (b1/r1)", r.Failed["b1-r1-0"])
 	st := e.status("default", "g")
 	require.Equal(t, "required example.com/rack", st.Topology)
-	require.Equal(t, PhaseWaiting, st.Phase)
+	require.Equal(t, views.PhaseWaiting, st.Phase)
 
 	// However long it waits, it holds no capacity: no rack could ever hold its quorum.
 	e.m.cfg.StarvationThreshold = time.Minute
 	e.m.now = newTestClock(t0.Add(time.Hour)).now
 	require.Empty(t, e.filter(g[0]).Feasible)
-	require.Equal(t, PhaseWaiting, e.status("default", "g").Phase)
+	require.Equal(t, views.PhaseWaiting, e.status("default", "g").Phase)
 
 	// Preferred instead: the rack is tried first, then the whole cluster.
 	e2 := tierEnv(t, rackNodes("b1", "r1", 2), rackNodes("b1", "r2", 2))
@@ -241,7 +243,7 @@ func TestQuorumAcrossUnlabelledNodesNeedingEveryNode(t *testing.T) {
 	for _, p := range pods {
 		e.filterOne(p)
 	}
-	require.Equal(t, PhaseReserving, e.status("default", "phoenix").Phase)
+	require.Equal(t, views.PhaseReserving, e.status("default", "phoenix").Phase)
 }
 
 // The scheduler may offer the member at filter fewer nodes than there are (its own filters rule

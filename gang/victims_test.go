@@ -15,6 +15,8 @@ import (
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/wellknown"
+
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // fakeEvicter records evictions and refuses those of the pods a PodDisruptionBudget would keep.
@@ -168,20 +170,20 @@ func TestVictimChoice(t *testing.T) {
 			r := e.filter(pre[0])
 			if tc.want == nil {
 				require.Empty(t, r.Feasible)
-				require.Equal(t, PhaseWaiting, e.status("default", "urgent").Phase)
+				require.Equal(t, views.PhaseWaiting, e.status("default", "urgent").Phase)
 				return
 			}
 			if len(tc.guarded) > 0 {
 				// The first plan picks the cheaper, guarded pod; its dry run is refused and the
 				// gang plans again without it.
 				e.waitEvent(corev1.EventTypeWarning, wellknown.ReasonGangWaiting, "preemption given up", tc.guarded[0])
-				require.Equal(t, PhaseWaiting, e.status("default", "urgent").Phase)
+				require.Equal(t, views.PhaseWaiting, e.status("default", "urgent").Phase)
 				r = e.filter(pre[0])
 			}
 			require.Len(t, r.Feasible, 1, "%v", r.Failed)
 			require.Equal(t, tc.want, ev.waitEvicted(t, len(tc.want)))
 			st := e.status("default", "urgent")
-			require.Equal(t, PhaseReserving, st.Phase)
+			require.Equal(t, views.PhaseReserving, st.Phase)
 			verb := tc.verb
 			if verb == "" {
 				verb = "preempting"
@@ -222,7 +224,7 @@ func TestPreemptionNeverAndOff(t *testing.T) {
 			}
 			e.add(pre...)
 			require.Empty(t, e.filter(pre[0]).Feasible)
-			require.Equal(t, PhaseWaiting, e.status("default", "urgent").Phase)
+			require.Equal(t, views.PhaseWaiting, e.status("default", "urgent").Phase)
 			ev.mu.Lock()
 			defer ev.mu.Unlock()
 			require.Empty(t, ev.evicted, fmt.Sprint(tc.name))

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/lockstep-sched/lockstep/extender"
-	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // Answer is what lockstep answered, raw for -o json and -o yaml, and decoded for the tables.
@@ -17,23 +16,23 @@ type Answer[T any] struct {
 }
 
 // ReadGangs reads /debug/gangs, of one namespace unless namespace is empty.
-func ReadGangs(ctx context.Context, f Fetcher, namespace string) (Answer[gang.GangStatus], error) {
+func ReadGangs(ctx context.Context, f Fetcher, namespace string) (Answer[views.GangStatus], error) {
 	path := "/debug/gangs"
 	if namespace != "" {
 		path += "?namespace=" + url.QueryEscape(namespace)
 	}
-	return read[gang.GangStatus](ctx, f, path, func(raw []byte, out *[]gang.GangStatus) error { return json.Unmarshal(raw, out) })
+	return read[views.GangStatus](ctx, f, path, func(raw []byte, out *[]views.GangStatus) error { return json.Unmarshal(raw, out) })
 }
 
 // ReadNodes reads /debug/nodes.
-func ReadNodes(ctx context.Context, f Fetcher) (Answer[gang.NodeStatus], error) {
-	return read[gang.NodeStatus](ctx, f, "/debug/nodes", func(raw []byte, out *[]gang.NodeStatus) error { return json.Unmarshal(raw, out) })
+func ReadNodes(ctx context.Context, f Fetcher) (Answer[views.NodeStatus], error) {
+	return read[views.NodeStatus](ctx, f, "/debug/nodes", func(raw []byte, out *[]views.NodeStatus) error { return json.Unmarshal(raw, out) })
 }
 
 // ReadQueues reads /debug/queues.
-func ReadQueues(ctx context.Context, f Fetcher) (Answer[extender.QueueStatus], error) {
-	return read[extender.QueueStatus](ctx, f, "/debug/queues", func(raw []byte, out *[]extender.QueueStatus) error {
-		var wrapped extender.QueueList
+func ReadQueues(ctx context.Context, f Fetcher) (Answer[views.QueueStatus], error) {
+	return read[views.QueueStatus](ctx, f, "/debug/queues", func(raw []byte, out *[]views.QueueStatus) error {
+		var wrapped views.QueueList
 		err := json.Unmarshal(raw, &wrapped)
 		*out = wrapped.Queues
 		return err

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -17,7 +17,7 @@ import (
 // reader whole; it only goes without advice.
 type remedy struct {
 	pattern *regexp.Regexp
-	advise  func(g gang.GangStatus, m []string, f Facts) []string
+	advise  func(g views.GangStatus, m []string, f Facts) []string
 }
 
 var remedies = []remedy{
@@ -40,7 +40,7 @@ type Facts struct {
 }
 
 // Remedies are what would let a waiting gang run, most direct first.
-func Remedies(g gang.GangStatus, f Facts) []string {
+func Remedies(g views.GangStatus, f Facts) []string {
 	var out []string
 	words := ownWords(g)
 	for _, r := range remedies {
@@ -60,7 +60,7 @@ func Remedies(g gang.GangStatus, f Facts) []string {
 	return out
 }
 
-func shortInTotal(g gang.GangStatus, m []string, f Facts) []string {
+func shortInTotal(g views.GangStatus, m []string, f Facts) []string {
 	need, res, free := m[2], m[3], m[4]
 	// Freeing GPUs cannot help a quorum larger than every schedulable node's GPUs together.
 	if n, err := strconv.ParseInt(need, 10, 64); err == nil && res == string(wellknown.ResourceGPU) && f.ClusterGPUs > 0 && n > f.ClusterGPUs {
@@ -71,13 +71,13 @@ func shortInTotal(g gang.GangStatus, m []string, f Facts) []string {
 	return append(out, lowerQuorum(g)...)
 }
 
-func shortOnOneNode(g gang.GangStatus, m []string, _ Facts) []string {
+func shortOnOneNode(g views.GangStatus, m []string, _ Facts) []string {
 	member, amount, res, where := m[1], m[2], m[3], m[4]
 	out := []string{fmt.Sprintf("free %s %s on one node for member %s (%s)", amount, res, member, where)}
 	return append(out, lowerQuorum(g)...)
 }
 
-func shortInDomain(g gang.GangStatus, m []string, _ Facts) []string {
+func shortInDomain(g views.GangStatus, m []string, _ Facts) []string {
 	n, _ := strconv.Atoi(m[1])
 	per, _ := strconv.Atoi(m[2])
 	need := n * per
@@ -92,18 +92,18 @@ func shortInDomain(g gang.GangStatus, m []string, _ Facts) []string {
 	}
 }
 
-func noDomain(_ gang.GangStatus, m []string, _ Facts) []string {
+func noDomain(_ views.GangStatus, m []string, _ Facts) []string {
 	return []string{fmt.Sprintf("label the nodes with %s, or drop the required %s from the gang", m[2], m[1])}
 }
 
-func queueQuota(g gang.GangStatus, m []string, _ Facts) []string {
+func queueQuota(g views.GangStatus, m []string, _ Facts) []string {
 	queue := orDash(g.Queue)
 	return []string{
 		fmt.Sprintf("room in the queue's quota (%s): raise its capability or weight, or let its other work finish (%s)", queue, m[1]),
 	}
 }
 
-func missingMembers(g gang.GangStatus, m []string, _ Facts) []string {
+func missingMembers(g views.GangStatus, m []string, _ Facts) []string {
 	have, _ := strconv.Atoi(m[1])
 	want, _ := strconv.Atoi(m[2])
 	return []string{
@@ -113,23 +113,23 @@ func missingMembers(g gang.GangStatus, m []string, _ Facts) []string {
 	}
 }
 
-func missingGroup(_ gang.GangStatus, m []string, _ Facts) []string {
+func missingGroup(_ views.GangStatus, m []string, _ Facts) []string {
 	return []string{fmt.Sprintf("create %s, which its members name", m[1])}
 }
 
-func timedOut(_ gang.GangStatus, _ []string, _ Facts) []string {
+func timedOut(_ views.GangStatus, _ []string, _ Facts) []string {
 	return []string{"time: it plans again by itself; if it times out again, a member never reaches bind (look at the pending members' PodScheduled condition)"}
 }
 
-func tookOver(_ gang.GangStatus, _ []string, _ Facts) []string {
+func tookOver(_ views.GangStatus, _ []string, _ Facts) []string {
 	return []string{"time: higher-priority work took its capacity, and it plans again by itself"}
 }
 
-func heldByOthers(_ gang.GangStatus, m []string, _ Facts) []string {
+func heldByOthers(_ views.GangStatus, m []string, _ Facts) []string {
 	return []string{fmt.Sprintf("gang %s releasing the %s it holds in reservations (it binds or expires)", m[1], m[2])}
 }
 
-func lowerQuorum(g gang.GangStatus) []string {
+func lowerQuorum(g views.GangStatus) []string {
 	if g.MinAvailable <= 1 {
 		return nil
 	}

@@ -10,13 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/views"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
-
-	"github.com/lockstep-sched/lockstep/gang"
 )
 
 // Commands are the subcommands, in the order the help lists them.
@@ -226,7 +225,7 @@ func readFacts(ctx context.Context, f Fetcher) Facts {
 }
 
 // printWhy prints the paragraph beside the gang's entry as lockstep answered it.
-func (r Request) printWhy(pod *corev1.Pod, g *gang.GangStatus, answer Answer[gang.GangStatus], paragraph string) error {
+func (r Request) printWhy(pod *corev1.Pod, g *views.GangStatus, answer Answer[views.GangStatus], paragraph string) error {
 	out := struct {
 		Pod  string          `json:"pod"`
 		Gang json.RawMessage `json:"gang"`

@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/lockstep-sched/lockstep/gang"
 )
 
 // recorded answers GETs with what a lockstep answered once.
@@ -36,7 +35,7 @@ func run(t *testing.T, answers recorded, req Request, objects ...runtime.Object)
 	return out.String(), errOut.String(), err
 }
 
-func gangsJSON(t *testing.T, gangs ...gang.GangStatus) string {
+func gangsJSON(t *testing.T, gangs ...views.GangStatus) string {
 	raw, err := json.Marshal(gangs)
 	require.NoError(t, err)
 	return string(raw)
@@ -87,9 +86,9 @@ func TestRunWhy(t *testing.T) {
 	out, _, err = run(t, answers, Request{Command: "why", Args: []string{"big-0"}, Namespace: "ml", Output: "json"}, pod)
 	require.NoError(t, err)
 	var parsed struct {
-		Pod  string          `json:"pod"`
-		Gang gang.GangStatus `json:"gang"`
-		Why  string          `json:"why"`
+		Pod  string           `json:"pod"`
+		Gang views.GangStatus `json:"gang"`
+		Why  string           `json:"why"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &parsed))
 	assert.Equal(t, "ml/big-0", parsed.Pod)

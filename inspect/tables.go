@@ -7,11 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/views"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-
-	"github.com/lockstep-sched/lockstep/extender"
-	"github.com/lockstep-sched/lockstep/gang"
 )
 
 // View is how a table is shown.
@@ -32,7 +30,7 @@ func (v View) table(headers ...string) *table {
 type Created map[string]time.Time
 
 // GangsTable prints gangs as `kubectl get` prints objects.
-func GangsTable(w io.Writer, gangs []gang.GangStatus, created Created, v View) error {
+func GangsTable(w io.Writer, gangs []views.GangStatus, created Created, v View) error {
 	headers := []string{"GANG", "SOURCE", "PHASE", "BOUND/MIN/TOTAL", "QUEUE", "AGE"}
 	if v.AllNamespaces {
 		headers = append([]string{"NAMESPACE"}, headers...)
@@ -61,7 +59,7 @@ func GangsTable(w io.Writer, gangs []gang.GangStatus, created Created, v View) e
 	return t.write(w)
 }
 
-func counts(g gang.GangStatus) string {
+func counts(g views.GangStatus) string {
 	total := g.TotalNumber
 	if total == 0 {
 		total = len(g.Members)
@@ -69,7 +67,7 @@ func counts(g gang.GangStatus) string {
 	return fmt.Sprintf("%d/%d/%d", g.Bound, g.MinAvailable, total)
 }
 
-func line(l *gang.LineStatus) string {
+func line(l *views.LineStatus) string {
 	if l == nil {
 		return "-"
 	}
@@ -78,7 +76,7 @@ func line(l *gang.LineStatus) string {
 
 // ownWords is the gang's reason without the "gang ns/name: " lockstep starts it with, which the
 // row already says.
-func ownWords(g gang.GangStatus) string {
+func ownWords(g views.GangStatus) string {
 	key := "gang " + g.Namespace + "/" + g.Name
 	r := strings.TrimPrefix(g.Reason, key+": ")
 	r = strings.TrimPrefix(r, key+" ")
@@ -86,7 +84,7 @@ func ownWords(g gang.GangStatus) string {
 }
 
 // age is the age of the gang's oldest member; "<unknown>" when the apiserver did not say.
-func (c Created) age(g gang.GangStatus, now time.Time) string {
+func (c Created) age(g views.GangStatus, now time.Time) string {
 	var oldest time.Time
 	for _, m := range g.Members {
 		if t, ok := c[m.Pod]; ok && (oldest.IsZero() || t.Before(oldest)) {
@@ -100,7 +98,7 @@ func (c Created) age(g gang.GangStatus, now time.Time) string {
 }
 
 // QueuesTable prints the team queues.
-func QueuesTable(w io.Writer, queues []extender.QueueStatus, v View) error {
+func QueuesTable(w io.Writer, queues []views.QueueStatus, v View) error {
 	headers := []string{"QUEUE", "STATE", "WEIGHT", "ALLOCATED", "DESERVED", "CAPABILITY"}
 	if v.Wide {
 		headers = append(headers, "WAITING GANGS")
@@ -125,7 +123,7 @@ func QueuesTable(w io.Writer, queues []extender.QueueStatus, v View) error {
 
 // waitingWords says how many gangs wait and why the first one does, or what is wrong with the
 // queue object itself.
-func waitingWords(q extender.QueueStatus) string {
+func waitingWords(q views.QueueStatus) string {
 	if q.Error != "" {
 		return q.Error
 	}
@@ -136,7 +134,7 @@ func waitingWords(q extender.QueueStatus) string {
 	return fmt.Sprintf("%d: %s", len(q.Waiting), strings.TrimPrefix(first.Reason, "gang "+first.Gang+" "))
 }
 
-func waiters(ws []extender.WaitingGang) string {
+func waiters(ws []views.WaitingGang) string {
 	names := make([]string, 0, len(ws))
 	for _, w := range ws {
 		names = append(names, w.Gang)
@@ -148,7 +146,7 @@ func waiters(ws []extender.WaitingGang) string {
 var resourceOrder = map[string]int{"nvidia.com/gpu": 0, "cpu": 1, "memory": 2}
 
 // amounts writes quantities as "gpu=4,cpu=8,memory=12Gi".
-func amounts(q extender.Quantities) string {
+func amounts(q views.Quantities) string {
 	names := make([]string, 0, len(q))
 	for name := range q {
 		names = append(names, string(name))
@@ -172,7 +170,7 @@ func amounts(q extender.Quantities) string {
 }
 
 // NodesTable prints the nodes lockstep counts.
-func NodesTable(w io.Writer, nodes []gang.NodeStatus, v View) error {
+func NodesTable(w io.Writer, nodes []views.NodeStatus, v View) error {
 	t := v.table("NODE", "GPUS FREE/TOTAL", "SCHEDULABLE", "TOPOLOGY", "PROBLEMS")
 	for _, n := range nodes {
 		schedulable := "yes"

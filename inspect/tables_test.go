@@ -6,20 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/lockstep-sched/lockstep/extender"
-	"github.com/lockstep-sched/lockstep/gang"
 )
 
 func TestGangsTable(t *testing.T) {
-	gangs := []gang.GangStatus{
+	gangs := []views.GangStatus{
 		aGang("ml", "big", 3).total(4).queue("Volcano Queue team-a").priority(10).
 			reason("3 members need 6 nvidia.com/gpu, 2 free; gang ml/small holds 4 in reservations").
 			line(2, 2, "priority 10; behind 0 gangs").
 			member("big-0", "Pending", "").member("big-1", "Pending", "").build(),
-		aGang("ml", "small", 2).phase(gang.PhaseBound).source("Volcano PodGroup ml/small-with-a-very-long-name (scheduling.volcano.sh/v1beta1)").
+		aGang("ml", "small", 2).phase(views.PhaseBound).source("Volcano PodGroup ml/small-with-a-very-long-name (scheduling.volcano.sh/v1beta1)").
 			reason("quorum reached, 2 members bound in 12ms").
 			member("small-0", "Bound", "gpu-0").member("small-1", "Bound", "gpu-1").build(),
 	}
@@ -63,18 +61,18 @@ small   Volcano PodGroup ml/small-with-a-very-long-name (scheduling.volcano.sh/v
 
 func TestGangsTableAgeUnknown(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, GangsTable(&out, []gang.GangStatus{aGang("ml", "big", 1).member("big-0", "Pending", "").build()}, Created{}, View{Now: now}))
+	require.NoError(t, GangsTable(&out, []views.GangStatus{aGang("ml", "big", 1).member("big-0", "Pending", "").build()}, Created{}, View{Now: now}))
 	assert.Contains(t, out.String(), "<unknown>")
 	assert.Contains(t, out.String(), "   -\n", "no reason is a dash")
 }
 
 func TestQueuesTable(t *testing.T) {
-	queues := []extender.QueueStatus{{
+	queues := []views.QueueStatus{{
 		Key: "Volcano Queue team-a", State: "Open", Weight: 3,
-		Allocated:  extender.Quantities{"nvidia.com/gpu": "4", "cpu": "8", "memory": "12Gi"},
-		Deserved:   extender.Quantities{"nvidia.com/gpu": "6"},
-		Capability: extender.Quantities{"nvidia.com/gpu": "4"},
-		Waiting:    []extender.WaitingGang{{Gang: "ml/big", Reason: "gang ml/big waits for its queue: Volcano Queue team-a: over its limit"}},
+		Allocated:  views.Quantities{"nvidia.com/gpu": "4", "cpu": "8", "memory": "12Gi"},
+		Deserved:   views.Quantities{"nvidia.com/gpu": "6"},
+		Capability: views.Quantities{"nvidia.com/gpu": "4"},
+		Waiting:    []views.WaitingGang{{Gang: "ml/big", Reason: "gang ml/big waits for its queue: Volcano Queue team-a: over its limit"}},
 	}, {
 		Key: "ElasticQuota ml/broken", Error: "spec.max: cpu: quantities must match the regular expression",
 	}}
@@ -87,7 +85,7 @@ ElasticQuota ml/broken   Error   0        -                         -          -
 }
 
 func TestNodesTable(t *testing.T) {
-	nodes := []gang.NodeStatus{
+	nodes := []views.NodeStatus{
 		{Name: "gpu-0", GPUs: 8, GPUsFree: 6, TopologySource: "annotation"},
 		{Name: "gpu-1", GPUs: 8, GPUsFree: 0, TopologySource: "uniform", Unschedulable: true,
 			TopologyError: `annotation lockstep.dev/gpu-topology: version 3 is unknown`},

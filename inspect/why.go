@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/lockstep-sched/lockstep/dialect"
-	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // Case is what `why` explains a pod from: the pod as the apiserver has it, and the gang lockstep
@@ -17,14 +17,14 @@ import (
 type Case struct {
 	Pod *corev1.Pod
 	// Gang is nil when lockstep lists the pod in no gang.
-	Gang *gang.GangStatus
+	Gang *views.GangStatus
 	Now  time.Time
 	// Facts are what lockstep's other pages add (the cluster's GPUs); zero when unread.
 	Facts Facts
 }
 
 // GangOf finds the gang whose members include the pod (namespace/name).
-func GangOf(gangs []gang.GangStatus, pod string) *gang.GangStatus {
+func GangOf(gangs []views.GangStatus, pod string) *views.GangStatus {
 	for i := range gangs {
 		for _, m := range gangs[i].Members {
 			if m.Pod == pod {
@@ -115,7 +115,7 @@ func memberOf(c Case) []string {
 	return out
 }
 
-func member(g *gang.GangStatus, pod string) *gang.MemberStatus {
+func member(g *views.GangStatus, pod string) *views.MemberStatus {
 	for i := range g.Members {
 		if g.Members[i].Pod == pod {
 			return &g.Members[i]
@@ -124,7 +124,7 @@ func member(g *gang.GangStatus, pod string) *gang.MemberStatus {
 	return nil
 }
 
-func memberState(m gang.MemberStatus) string {
+func memberState(m views.MemberStatus) string {
 	gpus := ""
 	if len(m.GPUIDs) > 0 {
 		ids := make([]string, len(m.GPUIDs))
@@ -156,20 +156,20 @@ func memberState(m gang.MemberStatus) string {
 func gangStanding(c Case) []string {
 	g := *c.Gang
 	switch g.Phase {
-	case gang.PhaseBound:
+	case views.PhaseBound:
 		if m := member(&g, podKey(c.Pod)); m != nil && m.State != "Bound" && c.Pod.Spec.NodeName == "" {
 			return []string{"The gang's quorum is bound, so this pod, beyond it, schedules as an ordinary pod.", podState(c.Pod, c.Now)}
 		}
 		return []string{"The gang runs; nothing holds it."}
-	case gang.PhaseBinding:
+	case views.PhaseBinding:
 		return []string{"lockstep is writing the gang's bindings now; it needs nothing more."}
-	case gang.PhaseReserving:
+	case views.PhaseReserving:
 		return reserving(g, c.Now)
 	}
 	return waiting(g, c.Facts)
 }
 
-func reserving(g gang.GangStatus, now time.Time) []string {
+func reserving(g views.GangStatus, now time.Time) []string {
 	until := ""
 	if g.ReservationExpires != nil {
 		until = fmt.Sprintf(" for %s more", duration.HumanDuration(g.ReservationExpires.Sub(now)))
@@ -188,12 +188,12 @@ func reserving(g gang.GangStatus, now time.Time) []string {
 	return out
 }
 
-func waiting(g gang.GangStatus, f Facts) []string {
+func waiting(g views.GangStatus, f Facts) []string {
 	var out []string
 	if g.Line != nil {
 		out = append(out, fmt.Sprintf("It is number %d in line, of %s waiting (%s).", g.Line.Place, plural(g.Line.Of, "gang", "gangs"), g.Line.Why))
 	}
-	if g.Phase == gang.PhaseHolding {
+	if g.Phase == views.PhaseHolding {
 		out = append(out, "It has waited past the starvation threshold, so lockstep keeps what frees on the nodes its quorum needs for it.")
 	}
 	out = append(out, fmt.Sprintf("It waits because %s.", strings.TrimSuffix(ownWords(g), ".")))

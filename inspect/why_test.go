@@ -5,11 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/lockstep-sched/lockstep/gang"
 )
 
 func TestWhy(t *testing.T) {
@@ -17,7 +16,7 @@ func TestWhy(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		pod  *corev1.Pod
-		gang *gang.GangStatus
+		gang *views.GangStatus
 		// want are the parts the paragraph must hold, in this order.
 		want []string
 		// not are words it must not hold.
@@ -95,7 +94,7 @@ func TestWhy(t *testing.T) {
 	}, {
 		name: "reserved and waiting for members",
 		pod:  aPod("ml", "pair-1").Gang("pair", 3).Obj(),
-		gang: aGang("ml", "pair", 3).phase(gang.PhaseReserving).expires(90*time.Second).
+		gang: aGang("ml", "pair", 3).phase(views.PhaseReserving).expires(90*time.Second).
 			reason("2 members reserved until 12:01:30; waiting for them to reach bind").
 			member("pair-0", "WaitingForQuorum", "gpu-0").member("pair-1", "Reserved", "gpu-1").member("pair-2", "Pending", "").ptr(),
 		want: []string{
@@ -120,7 +119,7 @@ func TestWhy(t *testing.T) {
 	}, {
 		name: "bound",
 		pod:  aPod("ml", "pair-0").Gang("pair", 2).Node("gpu-0").Phase(corev1.PodRunning).Obj(),
-		gang: aGang("ml", "pair", 2).phase(gang.PhaseBound).reason("quorum reached, 2 members bound in 12ms").
+		gang: aGang("ml", "pair", 2).phase(views.PhaseBound).reason("quorum reached, 2 members bound in 12ms").
 			member("pair-0", "Bound", "gpu-0", 0, 1).member("pair-1", "Bound", "gpu-1", 0, 1).ptr(),
 		want: []string{
 			"which is Bound: 2 of its min-available 2 bound.",
@@ -131,7 +130,7 @@ func TestWhy(t *testing.T) {
 	}, {
 		name: "an extra of a bound gang",
 		pod:  unschedulable(aPod("ml", "pair-2").Gang("pair", 2).Obj(), 30*time.Second, "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
-		gang: aGang("ml", "pair", 2).phase(gang.PhaseBound).
+		gang: aGang("ml", "pair", 2).phase(views.PhaseBound).
 			member("pair-0", "Bound", "gpu-0").member("pair-1", "Bound", "gpu-1").member("pair-2", "Pending", "").ptr(),
 		want: []string{
 			"The gang's quorum is bound, so this pod, beyond it, schedules as an ordinary pod.",
@@ -183,7 +182,7 @@ func assertInOrder(t *testing.T, s string, parts []string) {
 }
 
 func TestGangOf(t *testing.T) {
-	gangs := []gang.GangStatus{
+	gangs := []views.GangStatus{
 		aGang("a", "one", 1).member("p", "Bound", "n").build(),
 		aGang("b", "two", 1).member("p", "Pending", "").build(),
 	}

@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/views"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
-
-	"github.com/lockstep-sched/lockstep/gang"
 )
 
 // What kube-scheduler's own gang scheduling writes on a Kubernetes PodGroup
@@ -62,10 +61,10 @@ func nativeStatus(in statusInput, current map[string]any, now time.Time) map[str
 	st := in.standing
 	var status, reason, message string
 	switch st.Phase {
-	case gang.PhaseBound:
+	case views.PhaseBound:
 		status, reason = "True", reasonScheduled
 		message = fmt.Sprintf("lockstep bound %d of the group's %d pods together", st.Bound, st.Members)
-	case gang.PhaseWaiting, gang.PhaseHolding, gang.PhaseTimedOut:
+	case views.PhaseWaiting, views.PhaseHolding, views.PhaseTimedOut:
 		status, reason, message = "False", reasonUnschedulable, st.Reason
 	default:
 		return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/lockstep-sched/lockstep/dialect"
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // Status values the projects' own controllers write.
@@ -180,7 +181,7 @@ func volcanoStatus(in statusInput, current map[string]any, now time.Time) map[st
 	phase, _ := current["phase"].(string)
 	st := in.standing
 	switch {
-	case in.known && st.Phase == gang.PhaseBound:
+	case in.known && st.Phase == views.PhaseBound:
 		phase = phaseRunning
 	case phase == phaseInqueue && in.queueRefused && in.known && st.Bound == 0:
 		// Enqueued before lockstep knew what the gang asks (no minResources, members not yet
@@ -195,7 +196,7 @@ func volcanoStatus(in statusInput, current map[string]any, now time.Time) map[st
 	why := ""
 	switch {
 	case phase == phaseRunning:
-	case in.known && (st.Phase == gang.PhaseWaiting || st.Phase == gang.PhaseHolding || st.Phase == gang.PhaseTimedOut):
+	case in.known && (st.Phase == views.PhaseWaiting || st.Phase == views.PhaseHolding || st.Phase == views.PhaseTimedOut):
 		why = st.Reason
 	case phase == phasePending:
 		why = in.fitsWhy
@@ -221,9 +222,9 @@ func coschedulingStatus(in statusInput, bound string) map[string]any {
 		return out
 	}
 	switch st.Phase {
-	case gang.PhaseBound:
+	case views.PhaseBound:
 		out["phase"] = bound
-	case gang.PhaseReserving, gang.PhaseBinding:
+	case views.PhaseReserving, views.PhaseBinding:
 		out["phase"] = phaseScheduling
 	}
 	out["scheduleStartTime"] = st.Since.UTC().Format(time.RFC3339)

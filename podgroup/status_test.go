@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockstep-sched/lockstep/dialect"
 	"github.com/lockstep-sched/lockstep/gang"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -23,7 +24,7 @@ func object(status map[string]any) *unstructured.Unstructured {
 }
 
 func TestVolcanoStatus(t *testing.T) {
-	waiting := gang.Standing{Phase: gang.PhaseWaiting, Members: 2, Reason: "gang ns/tf: no room", Since: now}
+	waiting := gang.Standing{Phase: views.PhaseWaiting, Members: 2, Reason: "gang ns/tf: no room", Since: now}
 	tests := []struct {
 		name string
 		in   statusInput
@@ -51,7 +52,7 @@ func TestVolcanoStatus(t *testing.T) {
 		{name: "quorum bound: Running, and the condition goes; others' conditions stay",
 			in: statusInput{obj: object(map[string]any{"phase": "Inqueue", "conditions": []any{
 				map[string]any{"type": "Unschedulable", "status": "True", "message": "old"}, map[string]any{"type": "Other", "status": "True"}}}),
-				known: true, standing: gang.Standing{Phase: gang.PhaseBound, Members: 2, Bound: 2}},
+				known: true, standing: gang.Standing{Phase: views.PhaseBound, Members: 2, Bound: 2}},
 			want: map[string]any{"phase": "Running", "running": int64(2), "conditions": []any{map[string]any{"type": "Other", "status": "True"}}}},
 	}
 	for _, tc := range tests {
@@ -66,8 +67,8 @@ func TestVolcanoStatus(t *testing.T) {
 }
 
 func TestCoschedulingStatus(t *testing.T) {
-	reserving := gang.Standing{Phase: gang.PhaseReserving, Members: 2, Since: now}
-	bound := gang.Standing{Phase: gang.PhaseBound, Members: 2, Bound: 2, Since: now}
+	reserving := gang.Standing{Phase: views.PhaseReserving, Members: 2, Since: now}
+	bound := gang.Standing{Phase: views.PhaseBound, Members: 2, Bound: 2, Since: now}
 	require.Equal(t, map[string]any{"phase": "Pending"}, statusPatch(statusInput{api: dialect.Coscheduling, obj: object(nil)}, now))
 	require.Equal(t, map[string]any{"phase": "Scheduling", "scheduleStartTime": "2026-11-22T10:00:00Z"},
 		statusPatch(statusInput{api: dialect.Coscheduling, obj: object(nil), known: true, standing: reserving}, now))
@@ -81,8 +82,8 @@ func TestCoschedulingStatus(t *testing.T) {
 }
 
 func TestNativeStatus(t *testing.T) {
-	waiting := gang.Standing{Phase: gang.PhaseWaiting, Members: 3, Reason: "gang ns/pg: needs 3 pods placed together; 2 fit", Since: now}
-	bound := gang.Standing{Phase: gang.PhaseBound, Members: 3, Bound: 3, Since: now}
+	waiting := gang.Standing{Phase: views.PhaseWaiting, Members: 3, Reason: "gang ns/pg: needs 3 pods placed together; 2 fit", Since: now}
+	bound := gang.Standing{Phase: views.PhaseBound, Members: 3, Bound: 3, Since: now}
 	unschedulable := map[string]any{"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
 		"message": waiting.Reason, "observedGeneration": int64(1), "lastTransitionTime": "2026-11-22T09:00:00Z"}
 	scheduled := map[string]any{"type": "PodGroupScheduled", "status": "True", "reason": "Scheduled",
@@ -105,7 +106,7 @@ func TestNativeStatus(t *testing.T) {
 			want:   map[string]any{"conditions": []any{map[string]any{"type": "DisruptionTarget", "status": "False"}, scheduled}}},
 		{name: "never back from True to False, as kube-scheduler", known: true, standing: waiting,
 			status: map[string]any{"conditions": []any{scheduled}}},
-		{name: "reserving: no change while members bind", known: true, standing: gang.Standing{Phase: gang.PhaseReserving, Members: 3}},
+		{name: "reserving: no change while members bind", known: true, standing: gang.Standing{Phase: views.PhaseReserving, Members: 3}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

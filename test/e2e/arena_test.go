@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -53,7 +53,7 @@ func TestArenaPyTorchJobGangBindsWhole(t *testing.T) {
 
 	g := s.gangs()[job.gang]
 	t.Logf("lockstep's gang %s: phase %s, min-available %d, source %q", job.gang, g.Phase, g.MinAvailable, g.Source)
-	require.Equal(t, gang.PhaseBound, g.Phase)
+	require.Equal(t, views.PhaseBound, g.Phase)
 	require.Equal(t, 4, g.MinAvailable, "Arena's min-available label: --workers, the master included")
 	require.Contains(t, g.Source, "lightweight coscheduling labels (Arena)")
 	a.logGet(job)
@@ -93,7 +93,7 @@ func TestArenaPyTorchJobGangTooBigBindsNothing(t *testing.T) {
 	// neither binds nor holds anything for it.
 	require.Never(t, func() bool {
 		g := s.gangs()[big.gang]
-		return s.boundIn("big-") > 0 || g.Phase != gang.PhaseWaiting || g.ReservationExpires != nil
+		return s.boundIn("big-") > 0 || g.Phase != views.PhaseWaiting || g.ReservationExpires != nil
 	}, starvationThreshold+2*time.Second, 250*time.Millisecond, "gang %s must bind nothing and hold nothing", big.gang)
 
 	// The GPUs it cannot use stay free: a gang that fits binds whole while it waits.
@@ -121,7 +121,7 @@ func TestArenaTFJobGangWithParameterServer(t *testing.T) {
 	job.checkPods()
 	g := s.gangs()[job.gang]
 	t.Logf("lockstep's gang %s: phase %s, min-available %d, source %q", job.gang, g.Phase, g.MinAvailable, g.Source)
-	require.Equal(t, gang.PhaseBound, g.Phase)
+	require.Equal(t, views.PhaseBound, g.Phase)
 	require.Equal(t, 5, g.MinAvailable, "Arena's min-available label: workers + PS")
 }
 

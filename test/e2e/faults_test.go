@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/faultproxy"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -124,7 +124,7 @@ func TestLostBindingAnswers(t *testing.T) {
 	require.Equal(t, before.Failed, after.Failed, "a lost answer is settled, not reported as a failure")
 	s.eventually(10*time.Second, "/debug/gangs to show the gang bound", func() bool {
 		g := s.gangs()["pair"]
-		return g.Phase == gang.PhaseBound && g.LastCommit != nil && g.LastCommit.Bound == 2
+		return g.Phase == views.PhaseBound && g.LastCommit != nil && g.LastCommit.Bound == 2
 	})
 	s.eventually(10*time.Second, "the GPU indices on the pod, written by the binding itself", func() bool {
 		p, err := env.client.CoreV1().Pods(s.ns).Get(s.ctx, "pair-1", metav1.GetOptions{})
@@ -185,7 +185,7 @@ func TestMemberDeletedDuringCommit(t *testing.T) {
 
 	s.create(podSpec{name: "trio-2", gpus: 2, gang: "trio", minAvailable: 3}.pod())
 	s.eventually(60*time.Second, "the recreated member to complete the gang", func() bool { return s.boundIn("trio") == 3 })
-	s.eventually(10*time.Second, "the gang Bound", func() bool { return s.gangs()["trio"].Phase == gang.PhaseBound })
+	s.eventually(10*time.Second, "the gang Bound", func() bool { return s.gangs()["trio"].Phase == views.PhaseBound })
 }
 
 // A pod bound by someone else while lockstep's binding is on its way: lockstep's binding fails

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockstep-sched/lockstep/dialect"
+	"github.com/lockstep-sched/lockstep/views"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +22,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
@@ -198,11 +198,11 @@ func (s *scenario) eventually(timeout time.Duration, what string, cond func() bo
 }
 
 // gangs reads lockstep's /debug/gangs for the scenario's namespace.
-func (s *scenario) gangs() map[string]gang.GangStatus {
+func (s *scenario) gangs() map[string]views.GangStatus {
 	s.t.Helper()
-	var list []gang.GangStatus
+	var list []views.GangStatus
 	require.NoError(s.t, json.Unmarshal([]byte(s.rawGangs()), &list))
-	out := map[string]gang.GangStatus{}
+	out := map[string]views.GangStatus{}
 	for _, g := range list {
 		require.Equal(s.t, s.ns, g.Namespace, "/debug/gangs?namespace= must narrow to one namespace")
 		out[g.Name] = g
@@ -215,7 +215,7 @@ func (s *scenario) gangs() map[string]gang.GangStatus {
 // says what it lacks, and a loaded machine can take that long to get there.
 func (s *scenario) waitsFor(name, why string) bool {
 	g, ok := s.gangs()[name]
-	return ok && (g.Phase == gang.PhaseWaiting || g.Phase == gang.PhaseHolding) && strings.Contains(g.Reason, why)
+	return ok && (g.Phase == views.PhaseWaiting || g.Phase == views.PhaseHolding) && strings.Contains(g.Reason, why)
 }
 
 func (s *scenario) rawGangs() string { return s.rawGangsAt(env.lockstep) }

@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -39,7 +39,7 @@ func TestGangThatDoesNotFitBindsNothing(t *testing.T) {
 	require.Zero(t, s.boundIn("mpi-5x2gpu"), "no member of a gang that does not fit may bind")
 	require.Equal(t, 3, s.boundIn("bystander"), "ordinary pods schedule beside the waiting gang")
 	g := s.gangs()["mpi-5x2gpu"]
-	require.Equal(t, gang.PhaseWaiting, g.Phase)
+	require.Equal(t, views.PhaseWaiting, g.Phase)
 	require.Contains(t, g.Reason, want)
 	require.True(t, s.hasEvent("mpi-5x2gpu-0", wellknown.ReasonGangWaiting, want) || s.hasEvent("mpi-5x2gpu-1", wellknown.ReasonGangWaiting, want))
 	s.deleteAllPods()
@@ -52,7 +52,7 @@ func TestGangThatDoesNotFitBindsNothing(t *testing.T) {
 	}
 	require.Len(t, nodes, 4, "4 workers x 2 GPUs on 4 nodes x 2 GPUs use every node once")
 	s.binds.assertNeverPartial(t, "mpi-4x2gpu", 4)
-	s.eventually(10*time.Second, "the gang to show Bound", func() bool { return s.gangs()["mpi-4x2gpu"].Phase == gang.PhaseBound })
+	s.eventually(10*time.Second, "the gang to show Bound", func() bool { return s.gangs()["mpi-4x2gpu"].Phase == views.PhaseBound })
 }
 
 // (i-b) One GPU taken on each node: 4 GPUs free in total, yet no node holds a 2-GPU member.
@@ -196,7 +196,7 @@ func TestRestartMidGangLeavesNoPartialGang(t *testing.T) {
 	s.eventually(90*time.Second, "the gang bound whole after the restart", func() bool { return s.boundIn("phoenix") == 4 })
 	s.binds.assertNeverPartial(t, "phoenix", 4)
 	s.eventually(10*time.Second, "the restarted lockstep to show the gang Bound", func() bool {
-		return s.gangs()["phoenix"].Phase == gang.PhaseBound
+		return s.gangs()["phoenix"].Phase == views.PhaseBound
 	})
 }
 
@@ -298,7 +298,7 @@ func TestExpiredReservationLetsNextGangThrough(t *testing.T) {
 		s.create(podSpec{name: fmt.Sprintf("stuck-%d", i), gpus: 2, gang: "stuck", minAvailable: 4, waitingTime: "15s"}.pod())
 	}
 	s.create(podSpec{name: "stuck-3", gpus: 2, gang: "stuck", minAvailable: 4, waitingTime: "15s", affinity: unplaceable}.pod())
-	s.eventually(60*time.Second, "gang stuck to reserve", func() bool { return s.gangs()["stuck"].Phase == gang.PhaseReserving })
+	s.eventually(60*time.Second, "gang stuck to reserve", func() bool { return s.gangs()["stuck"].Phase == views.PhaseReserving })
 
 	s.create(podSpec{name: "next-0", gpus: 2, gang: "next", minAvailable: 2}.pod())
 	s.create(podSpec{name: "next-1", gpus: 2, gang: "next", minAvailable: 2}.pod())
@@ -307,7 +307,7 @@ func TestExpiredReservationLetsNextGangThrough(t *testing.T) {
 	})
 	require.Zero(t, s.boundIn("next"))
 
-	s.eventually(60*time.Second, "stuck to time out", func() bool { return s.gangs()["stuck"].Phase == gang.PhaseTimedOut })
+	s.eventually(60*time.Second, "stuck to time out", func() bool { return s.gangs()["stuck"].Phase == views.PhaseTimedOut })
 	// The expiry's own words, or those of its cool-down once a member was retried.
 	require.Regexp(t, "reservation expired|reservation timed out", s.gangs()["stuck"].Reason)
 	s.eventually(30*time.Second, "a GangTimedOut event", func() bool { return s.hasEvent("stuck-0", wellknown.ReasonGangTimedOut, "expired") })
@@ -338,7 +338,7 @@ func TestDebugGangsAndBadAnnotations(t *testing.T) {
 
 	gangs := s.gangs()
 	tf := gangs["tf-ps-worker"]
-	require.Equal(t, gang.PhaseBound, tf.Phase)
+	require.Equal(t, views.PhaseBound, tf.Phase)
 	require.Equal(t, 4, tf.MinAvailable)
 	require.Equal(t, 4, tf.TotalNumber)
 	require.Len(t, tf.Members, 4)
@@ -369,7 +369,7 @@ func (s *scenario) waitForWaitingMembers(gangName string, n int) map[string]bool
 				reserved[m.Node] = true
 			}
 		}
-		return g.Phase == gang.PhaseReserving && waiting >= n
+		return g.Phase == views.PhaseReserving && waiting >= n
 	})
 	return reserved
 }

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/kubeletsim"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // playKubelet finishes the pods of the scenario that are being deleted, as a kubelet would once
@@ -134,6 +134,6 @@ func TestGangWithPreemptionPolicyNeverWaits(t *testing.T) {
 	s.eventually(60*time.Second, "the urgent gang turned away", func() bool { return s.gangAttempts("urgent") >= 1 || s.schedulingMessage("urgent-0") != "" })
 	deletions.assertNoneFor(t, s.ctx, 5*time.Second)
 	// Past the starvation threshold it holds capacity as it frees, which evicts nothing either.
-	require.Contains(t, []gang.Phase{gang.PhaseWaiting, gang.PhaseHolding}, s.gangs()["urgent"].Phase)
+	require.Contains(t, []views.Phase{views.PhaseWaiting, views.PhaseHolding}, s.gangs()["urgent"].Phase)
 	require.Zero(t, s.boundIn("urgent-"))
 }

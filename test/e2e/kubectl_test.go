@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/test/lib/nodeproxy"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // The lockstep pod the plugin finds: labelled and shaped as deploy/manifests makes it, bound to a
@@ -180,7 +180,7 @@ func otherNamespace(t *testing.T, s *scenario) string {
 	require.NoError(t, err)
 	s.eventually(60*time.Second, "gang solo in "+ns+" bound", func() bool {
 		gangs, err := env.lockstep.Gangs(s.ctx, ns)
-		return err == nil && len(gangs) == 1 && gangs[0].Phase == gang.PhaseBound
+		return err == nil && len(gangs) == 1 && gangs[0].Phase == views.PhaseBound
 	})
 	return ns
 }
@@ -273,20 +273,20 @@ func TestKubectlPlugin(t *testing.T) {
 	})
 
 	t.Run("-o json, yaml and wide", func(t *testing.T) {
-		var fromJSON []gang.GangStatus
+		var fromJSON []views.GangStatus
 		require.NoError(t, json.Unmarshal([]byte(p.ok("gangs", "-o", "json").stdout), &fromJSON))
-		var fromYAML []gang.GangStatus
+		var fromYAML []views.GangStatus
 		require.NoError(t, yaml.Unmarshal([]byte(p.ok("gangs", "-o", "yaml").stdout), &fromYAML))
-		for _, list := range [][]gang.GangStatus{fromJSON, fromYAML} {
+		for _, list := range [][]views.GangStatus{fromJSON, fromYAML} {
 			require.Len(t, list, 2)
-			phases := map[string]gang.Phase{}
+			phases := map[string]views.Phase{}
 			for _, g := range list {
 				assert.Equal(t, s.ns, g.Namespace)
 				phases[g.Name] = g.Phase
 			}
-			assert.Equal(t, map[string]gang.Phase{"fits": gang.PhaseBound, "toobig": gang.PhaseWaiting}, phases)
+			assert.Equal(t, map[string]views.Phase{"fits": views.PhaseBound, "toobig": views.PhaseWaiting}, phases)
 		}
-		var all []gang.GangStatus
+		var all []views.GangStatus
 		require.NoError(t, json.Unmarshal([]byte(p.ok("gangs", "-A", "-o", "json").stdout), &all))
 		assert.Len(t, all, 3)
 
@@ -317,13 +317,13 @@ func TestKubectlPlugin(t *testing.T) {
 		assert.Regexp(t, `What would let it run: (more GPU nodes: its quorum needs 12 nvidia.com/gpu and the schedulable nodes have \d+ in all|free 8 more nvidia.com/gpu in the cluster)`, why)
 
 		var parsed struct {
-			Pod  string          `json:"pod"`
-			Gang gang.GangStatus `json:"gang"`
-			Why  string          `json:"why"`
+			Pod  string           `json:"pod"`
+			Gang views.GangStatus `json:"gang"`
+			Why  string           `json:"why"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(p.ok("why", "toobig-1", "-o", "json").stdout), &parsed))
 		assert.Equal(t, "toobig", parsed.Gang.Name)
-		assert.Equal(t, gang.PhaseWaiting, parsed.Gang.Phase)
+		assert.Equal(t, views.PhaseWaiting, parsed.Gang.Phase)
 	})
 
 	t.Run("why a bound member and a pod outside any gang", func(t *testing.T) {

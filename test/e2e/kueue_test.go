@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/test/lib/thirdparty"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // Kueue v0.17.1, built from its module, admits by quota: it lets a pod group or a Job start once
@@ -456,7 +456,7 @@ func (s *kueueScenario) assertBindsAndHoldsNothing(gangName, podPrefix, reason s
 	// one) keeps that attempt's words until the scheduler retries it; each names the gang.
 	s.requireReasonOnPods(s.podNames(podPrefix), fmt.Sprintf("gang %s/%s", s.ns, gangName), reason)
 	require.Never(s.t, func() bool {
-		return s.boundIn(podPrefix) > 0 || s.gangs()[gangName].Phase != gang.PhaseWaiting
+		return s.boundIn(podPrefix) > 0 || s.gangs()[gangName].Phase != views.PhaseWaiting
 	}, starvationThreshold+2*time.Second, 250*time.Millisecond, "gang %s must bind nothing and hold nothing", gangName)
 	s.create(podSpec{name: "ordinary", gpus: 4}.pod())
 	s.eventually(60*time.Second, "an ordinary 4-GPU pod to take the free node", func() bool { return s.boundIn("ordinary") == 1 })

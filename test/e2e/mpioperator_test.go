@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-sched/lockstep/dialect"
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/test/lib/thirdparty"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // The Kubeflow MPI operator v0.8.0, built from its module, writes the PodGroup, the worker pods
@@ -174,12 +174,12 @@ func (s *scenario) mpiGangHolds(job string) string {
 	if err != nil {
 		return "unknown: " + err.Error()
 	}
-	i := slices.IndexFunc(gangs, func(g gang.GangStatus) bool { return g.Name == job })
+	i := slices.IndexFunc(gangs, func(g views.GangStatus) bool { return g.Name == job })
 	if i < 0 {
 		return "unknown: lockstep lost gang " + job
 	}
 	g := gangs[i]
-	if g.Phase != gang.PhaseWaiting || g.ReservationExpires != nil {
+	if g.Phase != views.PhaseWaiting || g.ReservationExpires != nil {
 		return fmt.Sprintf("phase %s, reservation until %v", g.Phase, g.ReservationExpires)
 	}
 	for _, m := range g.Members {
@@ -215,7 +215,7 @@ func (s *scenario) assertMPIJobBindsWhole(mode mpiMode, job string, workers int)
 	}
 	require.Len(t, nodes, workers)
 	g := s.gangs()[job]
-	require.Equal(t, gang.PhaseBound, g.Phase)
+	require.Equal(t, views.PhaseBound, g.Phase)
 	require.Equal(t, workers+1, g.MinAvailable)
 	s.eventually(30*time.Second, job+"'s PodGroup to say Running", func() bool {
 		return statusField(s.group(mode.group, job), "phase") == "Running"

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -101,7 +101,7 @@ func TestRequiredRackThatNothingHoldsWaits(t *testing.T) {
 			})
 			require.Equal(t, tc.topology, s.gangs()["big"].Topology)
 			// Past the starvation threshold too, it holds nothing: no rack could ever hold its quorum.
-			require.Never(t, func() bool { return s.gangs()["big"].Phase != gang.PhaseWaiting }, starvationThreshold+2*time.Second, 250*time.Millisecond)
+			require.Never(t, func() bool { return s.gangs()["big"].Phase != views.PhaseWaiting }, starvationThreshold+2*time.Second, 250*time.Millisecond)
 			require.Zero(t, s.boundIn("big-"))
 		})
 	}

@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/lockstep-sched/lockstep/gang"
 )
 
 // kube-scheduler's own preemption, with lockstep's preempt verb in the loop: it goes ahead for
@@ -137,7 +136,7 @@ func TestSchedulerPreemptionNeverBreaksBoundGang(t *testing.T) {
 	// The scheduler retries the pod now and then; none of its tries may evict a member.
 	deletions.assertNoneFor(t, s.ctx, 5*time.Second)
 	require.Equal(t, 2, s.boundIn("train-"))
-	require.Equal(t, gang.PhaseBound, s.gangs()["train"].Phase)
+	require.Equal(t, views.PhaseBound, s.gangs()["train"].Phase)
 	urgent := s.pod("urgent")
 	require.Empty(t, urgent.Spec.NodeName)
 	require.Empty(t, urgent.Status.NominatedNodeName)

@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/lockstep-sched/lockstep/gang"
 )
 
 // The PriorityClasses the suite's pods use: the apiserver's Priority admission turns a pod's
@@ -70,7 +69,7 @@ func (s *scenario) reserveStuck(name string, members, gpus int) {
 		s.create(s.withPriority(ps.pod(), "e2e-low"))
 	}
 	s.eventually(60*time.Second, "gang "+name+" to reserve its quorum", func() bool {
-		return s.gangs()[name].Phase == gang.PhaseReserving
+		return s.gangs()[name].Phase == views.PhaseReserving
 	})
 }
 

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/lockstep-sched/lockstep/dialect"
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // Reclaim between team queues (issue 20, item 4; docs/queues.md, "Reclaim"), with the suite's
@@ -290,7 +290,7 @@ func TestReclaimLeavesUnreclaimableQueuesAndSharesAlone(t *testing.T) {
 	s.volcanoGang("within", b, 2, 2)
 	s.eventually(60*time.Second, "lockstep to know B's gang waiting, B deserving 2 and A 6", func() bool {
 		g := s.gangs()["within"]
-		return len(g.Members) == 2 && (g.Phase == gang.PhaseWaiting || g.Phase == gang.PhaseHolding) &&
+		return len(g.Members) == 2 && (g.Phase == views.PhaseWaiting || g.Phase == views.PhaseHolding) &&
 			gpus(s.queue(keyB).Deserved) == "2" && gpus(s.queue(keyA).Deserved) == "6"
 	})
 	deletions.assertNoneFor(t, s.ctx, 10*time.Second)
@@ -311,7 +311,7 @@ func TestReclaimLeavesUnreclaimableQueuesAndSharesAlone(t *testing.T) {
 	s.volcanoGang("beyond", b, 4, 4)
 	s.eventually(60*time.Second, "lockstep to know B's gang of 4 waiting, B and A deserving 4 each", func() bool {
 		g := s.gangs()["beyond"]
-		return len(g.Members) == 4 && (g.Phase == gang.PhaseWaiting || g.Phase == gang.PhaseHolding) &&
+		return len(g.Members) == 4 && (g.Phase == views.PhaseWaiting || g.Phase == views.PhaseHolding) &&
 			gpus(s.queue(keyB).Deserved) == "4" && gpus(s.queue(keyA).Deserved) == "4"
 	})
 	va := s.queue(keyA)

@@ -19,12 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 	"github.com/lockstep-sched/lockstep/test/lib/faultproxy"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/test/lib/testcerts"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // The Deployment's shape, on loopback: kube-scheduler replicas started from the shipped
@@ -145,10 +145,10 @@ func (s *scenario) replicaConfig(certs tlsFiles, verbs, schedulerName, lease str
 }
 
 // gangsAt reads one lockstep's /debug/gangs for the scenario's namespace, by gang name.
-func (s *scenario) gangsAt(ls *harness.Lockstep) map[string]gang.GangStatus {
-	var list []gang.GangStatus
+func (s *scenario) gangsAt(ls *harness.Lockstep) map[string]views.GangStatus {
+	var list []views.GangStatus
 	_ = json.Unmarshal([]byte(s.rawGangsAt(ls)), &list)
-	out := map[string]gang.GangStatus{}
+	out := map[string]views.GangStatus{}
 	for _, g := range list {
 		out[g.Name] = g
 	}
@@ -285,7 +285,7 @@ func TestLeaderKilledMidGangHandsOverWithoutPartialGang(t *testing.T) {
 	require.Zero(t, s.boundIn("ring-"))
 	s.eventually(10*time.Second, "the standby's lockstep to know the gang's members (its informers are warm)", func() bool {
 		g := s.gangsAt(standby.lockstep)["ring"]
-		return len(g.Members) == 4 && g.Phase == gang.PhaseWaiting
+		return len(g.Members) == 4 && g.Phase == views.PhaseWaiting
 	})
 
 	killed := time.Now()
@@ -370,7 +370,7 @@ func TestQueueAccountingSurvivesLeaderHandOver(t *testing.T) {
 	}
 	waitsAt := func(r *replica, gangName string) bool {
 		g, ok := s.gangsAt(r.lockstep)[gangName]
-		return ok && (g.Phase == gang.PhaseWaiting || g.Phase == gang.PhaseHolding) && strings.Contains(g.Reason, holds4(gangName))
+		return ok && (g.Phase == views.PhaseWaiting || g.Phase == views.PhaseHolding) && strings.Contains(g.Reason, holds4(gangName))
 	}
 	s.volcanoGangScheduledBy("three", q, 2, 2, schedulerName)
 	s.eventually(60*time.Second, "gang three to wait on the full queue at the leader", func() bool { return waitsAt(leader, "three") })

@@ -29,12 +29,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/lockstep-sched/lockstep/dialect"
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 	"github.com/lockstep-sched/lockstep/test/lib/kubeletsim"
 	"github.com/lockstep-sched/lockstep/test/lib/soak"
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -952,7 +952,7 @@ type soakObs struct {
 	at       time.Time
 	pods     []corev1.Pod
 	nodes    []corev1.Node
-	statuses map[string]gang.GangStatus
+	statuses map[string]views.GangStatus
 	raw      string
 	byGang   map[string]*soakGangPods
 	verdicts []soak.Verdict
@@ -987,7 +987,7 @@ func (r *soakRun) observe() *soakObs {
 		return nil
 	}
 	r.silentSince = time.Time{}
-	var list []gang.GangStatus
+	var list []views.GangStatus
 	if err := json.Unmarshal(raw, &list); err != nil {
 		r.fail(checkHarness, fmt.Sprintf("/debug/gangs does not decode: %v", err), nil)
 	}
@@ -998,7 +998,7 @@ func (r *soakRun) observe() *soakObs {
 
 // index sorts the pods by age as lockstep does (creation, then name: records.go, olderThan)
 // and files them and lockstep's statuses by gang.
-func (o *soakObs) index(list []gang.GangStatus) {
+func (o *soakObs) index(list []views.GangStatus) {
 	sort.Slice(o.pods, func(i, j int) bool {
 		a, b := &o.pods[i], &o.pods[j]
 		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
@@ -1006,7 +1006,7 @@ func (o *soakObs) index(list []gang.GangStatus) {
 		}
 		return a.Name < b.Name
 	})
-	o.statuses = map[string]gang.GangStatus{}
+	o.statuses = map[string]views.GangStatus{}
 	for _, st := range list {
 		o.statuses[st.Name] = st
 	}
@@ -1242,7 +1242,7 @@ func soakFirstGPU(members []soak.Res) int64 {
 func (r *soakRun) checkReserving(o *soakObs) {
 	for name, st := range o.statuses {
 		g := r.gangs[name]
-		if st.Phase != gang.PhaseReserving || g == nil || len(o.gang(name).all)-o.gang(name).terminating < g.Members {
+		if st.Phase != views.PhaseReserving || g == nil || len(o.gang(name).all)-o.gang(name).terminating < g.Members {
 			continue
 		}
 		if d := r.oracle.holds("reserving/"+name, o.at); d > soakReservingWithin {
@@ -1309,7 +1309,7 @@ func (r *soakRun) buildLine(o *soakObs) {
 	o.extras = r.extras(o)
 	var holds []soak.Hold
 	for _, st := range o.statuses {
-		if st.Phase == gang.PhaseHolding {
+		if st.Phase == views.PhaseHolding {
 			holds = append(holds, soak.Hold{Gang: st.Name, Priority: st.Priority})
 		}
 	}
@@ -1358,7 +1358,7 @@ func (r *soakRun) units(o *soakObs) []soak.Unit {
 		for _, p := range gp.pending[:missing] {
 			u.Members = append(u.Members, soakRes(placement.PodRequests(p)))
 		}
-		if st, ok := o.statuses[g.Name]; ok && (st.Phase == gang.PhaseReserving || st.Phase == gang.PhaseBinding) {
+		if st, ok := o.statuses[g.Name]; ok && (st.Phase == views.PhaseReserving || st.Phase == views.PhaseBinding) {
 			u.Reserving, u.Held = true, soakHeldNodes(st, missing)
 		}
 		out = append(out, u)
@@ -1376,7 +1376,7 @@ func (r *soakRun) units(o *soakObs) []soak.Unit {
 }
 
 // soakHeldNodes are the nodes a gang's reservation holds for its unbound members.
-func soakHeldNodes(st gang.GangStatus, n int) []string {
+func soakHeldNodes(st views.GangStatus, n int) []string {
 	var out []string
 	for _, m := range st.Members {
 		switch m.State {

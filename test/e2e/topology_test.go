@@ -16,6 +16,7 @@ import (
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -100,14 +101,14 @@ func TestInvalidTopologyAnnotationIsReported(t *testing.T) {
 	s := newScenarioWithNodes(t,
 		cluster.NodeSpec{Name: "garbled", GPUs: 4, Annotations: map[string]string{wellknown.AnnotationGPUTopology: "{not json"}})
 	node := s.nodes[0]
-	var problem gang.NodeStatus
+	var problem views.NodeStatus
 	s.eventually(30*time.Second, "/debug/nodes to report the node", func() bool {
 		resp, err := http.Get(env.lockstep.DebugURL + "/debug/nodes?problems=true")
 		if err != nil {
 			return false
 		}
 		defer resp.Body.Close()
-		var list []gang.NodeStatus
+		var list []views.NodeStatus
 		if json.NewDecoder(resp.Body).Decode(&list) != nil {
 			return false
 		}

@@ -22,10 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/inspect"
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
+	"github.com/lockstep-sched/lockstep/views"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -63,7 +63,7 @@ func run(ctx context.Context, keep bool) error {
 		return err
 	}
 	if err := waitFor(ctx, "lockstep to turn the gang away", func() bool {
-		return gangPhase(env, "mpi-5x2gpu") == gang.PhaseWaiting && gangAttempts(env, "mpi-5x2gpu") >= 5
+		return gangPhase(env, "mpi-5x2gpu") == views.PhaseWaiting && gangAttempts(env, "mpi-5x2gpu") >= 5
 	}); err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func run(ctx context.Context, keep bool) error {
 	if err := submit(ctx, env, "mpi-4x2gpu-runs.yaml"); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, "the 4-worker gang to bind", func() bool { return gangPhase(env, "mpi-4x2gpu") == gang.PhaseBound }); err != nil {
+	if err := waitFor(ctx, "the 4-worker gang to bind", func() bool { return gangPhase(env, "mpi-4x2gpu") == views.PhaseBound }); err != nil {
 		return err
 	}
 	if err := printPods(ctx, env); err != nil {
@@ -152,13 +152,13 @@ func printPods(ctx context.Context, env *harness.Env) error {
 	return w.Flush()
 }
 
-func gangs(env *harness.Env) map[string]gang.GangStatus {
+func gangs(env *harness.Env) map[string]views.GangStatus {
 	raw, err := get(env.Lockstep.DebugURL + "/debug/gangs?namespace=" + namespace)
-	out := map[string]gang.GangStatus{}
+	out := map[string]views.GangStatus{}
 	if err != nil {
 		return out
 	}
-	var list []gang.GangStatus
+	var list []views.GangStatus
 	if json.Unmarshal(raw, &list) == nil {
 		for _, g := range list {
 			out[g.Name] = g
@@ -167,8 +167,8 @@ func gangs(env *harness.Env) map[string]gang.GangStatus {
 	return out
 }
 
-func gangPhase(env *harness.Env, name string) gang.Phase { return gangs(env)[name].Phase }
-func gangAttempts(env *harness.Env, name string) int     { return gangs(env)[name].Attempts }
+func gangPhase(env *harness.Env, name string) views.Phase { return gangs(env)[name].Phase }
+func gangAttempts(env *harness.Env, name string) int      { return gangs(env)[name].Attempts }
 
 func get(url string) ([]byte, error) {
 	resp, err := http.Get(url)

@@ -18,9 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/views"
 	"k8s.io/apimachinery/pkg/util/wait"
-
-	"github.com/lockstep-sched/lockstep/gang"
 )
 
 // BuildExtender compiles ./cmd/extender into dir, with the race detector when race is set, and
@@ -230,12 +229,12 @@ func (l *Lockstep) GangsJSON(ctx context.Context, namespace string) (json.RawMes
 }
 
 // Gangs is GangsJSON decoded.
-func (l *Lockstep) Gangs(ctx context.Context, namespace string) ([]gang.GangStatus, error) {
+func (l *Lockstep) Gangs(ctx context.Context, namespace string) ([]views.GangStatus, error) {
 	raw, err := l.GangsJSON(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
-	var list []gang.GangStatus
+	var list []views.GangStatus
 	return list, json.Unmarshal(raw, &list)
 }
 
