@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/decide"
+	"github.com/lockstep-sched/lockstep/gangspec"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -23,16 +26,15 @@ func (m *Manager) Bind(ctx context.Context, namespace, name string, uid types.UI
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	d := m.decideBindLocked(p, node)
-	m.mu.Unlock()
+	var d bindDecision
+	m.locked(func() { d = m.decideBindLocked(p, node) })
 	switch {
 	case d.err != nil || d.done:
 		return d.err
 	case d.held == nil:
 		return m.bindNow(ctx, d.pod, node, "ordinary")
 	}
-	return m.awaitQuorum(ctx, d.held)
+	return d.held.await(ctx)
 }
 
 // bindDecision is what Bind does with a pod: nothing (done, or refused with err), bind it at once,
@@ -44,62 +46,65 @@ type bindDecision struct {
 	held *heldBind
 }
 
-// heldBind is a gang member's bind waiting for its gang's commit.
+// heldBind is a gang member's bind waiting for its gang's commit, at most wait; it reads what the
+// commit writes under mu, the manager's lock.
 type heldBind struct {
 	pod  *podInfo
 	gang *gangInfo
 	res  *reservation
 	slot *slot
 	node string
+	wait time.Duration
+	mu   *sync.RWMutex
 }
 
 // decideBindLocked decides what Bind does, and for a held member counts it toward quorum,
 // starting the commit when it completes the quorum.
 func (m *Manager) decideBindLocked(p *podInfo, node string) bindDecision {
-	if cur, ok := m.ledger.pods[p.uid]; ok {
+	if cur, ok := m.ledger.pods[p.UID]; ok {
 		p = cur // an informer update may have replaced the record since the lookup
 	}
-	if p.node != "" && p.node == node {
+	if p.Node != "" && p.Node == node {
 		return bindDecision{done: true} // lockstep bound it already, from its reservation
 	}
-	if p.node != "" {
-		return bindDecision{err: fmt.Errorf("pod %s is already bound to node %s", p.key(), p.node)}
+	if p.Node != "" {
+		return bindDecision{err: fmt.Errorf("pod %s is already bound to node %s", p.Key(), p.Node)}
 	}
 	g := m.ledger.gangOf(p)
 	switch {
 	case g == nil:
 		return bindDecision{pod: p}
-	case p.spec == nil:
-		return bindDecision{err: fmt.Errorf("gang %s: pod %s cannot bind before its gang's rules are known: %v", g.key, p.key(), p.specErr)}
-	case g.satisfied(p.spec):
+	case p.Spec == nil:
+		return bindDecision{err: fmt.Errorf("gang %s: pod %s cannot bind before its gang's rules are known: %v", g.key, p.Key(), p.SpecErr)}
+	case g.view().Satisfied(p.Spec):
 		return bindDecision{pod: p}
 	}
-	res := m.liveReservation(g.key)
+	res := m.book.reserving(g.key)
 	var s *slot
 	if res != nil {
-		s = res.slotOf(p.uid)
+		s = res.slotOf(p.UID)
 	}
 	if s == nil {
-		return bindDecision{err: fmt.Errorf("gang %s: pod %s holds no reservation (it expired or was never made); the scheduler retries the pod and lockstep plans the gang again", g.key, p.key())}
+		return bindDecision{err: fmt.Errorf("gang %s: pod %s holds no reservation (it expired or was never made); the scheduler retries the pod and lockstep plans the gang again", g.key, p.Key())}
 	}
 	if s.node != node {
-		return bindDecision{err: fmt.Errorf("gang %s: pod %s is reserved on node %s, not %s", g.key, p.key(), s.node, node)}
+		return bindDecision{err: fmt.Errorf("gang %s: pod %s is reserved on node %s, not %s", g.key, p.Key(), s.node, node)}
 	}
-	if s.state == slotReserved {
-		s.state = slotWaiting
+	if s.state == decide.SlotReserved {
+		s.state = decide.SlotWaiting
 	}
-	if ready := g.ready(p.spec, res); res.state == reserving && ready.meets(p.spec) {
-		m.quorumReadyLocked(g, res, p.spec)
-	} else if res.state == reserving {
-		g.lastReason = fmt.Sprintf("gang %s: %s; binds held until quorum or %s", g.key, ready.readyWords(p.spec), res.expires.UTC().Format("15:04:05"))
+	if ready := ready(g, p.Spec, res); res.state == decide.Reserving && ready.Meets(p.Spec) {
+		m.quorumReadyLocked(g, res, p.Spec)
+	} else if res.state == decide.Reserving {
+		g.lastReason = fmt.Sprintf("gang %s: %s; binds held until quorum or %s", g.key, ready.ReadyWords(p.Spec), res.expires.UTC().Format("15:04:05"))
 	}
-	return bindDecision{held: &heldBind{pod: p, gang: g, res: res, slot: s, node: node}}
+	return bindDecision{held: &heldBind{pod: p, gang: g, res: res, slot: s, node: node, wait: m.cfg.BindWait, mu: &m.mu}}
 }
 
-// awaitQuorum holds a member's bind until its gang's commit settles it, BindWait passes, the
+// await holds a member's bind until its gang's commit settles it, BindWait passes, the
 // reservation expires before quorum, or the scheduler gives up on the call.
-func (m *Manager) awaitQuorum(ctx context.Context, h *heldBind) error {
-	hold := time.NewTimer(m.cfg.BindWait)
+func (h *heldBind) await(ctx context.Context) error {
+	hold := time.NewTimer(h.wait)
 	defer hold.Stop()
 	expiry := time.NewTimer(time.Until(h.res.expires))
 	defer expiry.Stop()
@@ -107,67 +112,66 @@ func (m *Manager) awaitQuorum(ctx context.Context, h *heldBind) error {
 	for {
 		select {
 		case <-h.res.done:
-			return m.heldOutcome(h)
+			return h.outcome()
 		case <-hold.C:
-			return m.stillHeld(h)
+			return h.stillHeld()
 		case <-expired:
-			if !m.committing(h.res) {
-				return fmt.Errorf("gang %s: reservation expired before quorum; pod %s is not bound", h.gang.key, h.pod.key())
+			if !h.committing() {
+				return fmt.Errorf("gang %s: reservation expired before quorum; pod %s is not bound", h.gang.key, h.pod.Key())
 			}
 			// The quorum arrived in time; the commit decides this pod's fate.
 			expired = nil
 		case <-ctx.Done():
-			return fmt.Errorf("gang %s: bind of %s abandoned: %w", h.gang.key, h.pod.key(), ctx.Err())
+			return fmt.Errorf("gang %s: bind of %s abandoned: %w", h.gang.key, h.pod.Key(), ctx.Err())
 		}
 	}
 }
 
-func (m *Manager) committing(res *reservation) bool {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return res.state == committing
+func (h *heldBind) committing() bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.res.state == decide.Committing
 }
 
 // stillHeld is the answer to a bind held for BindWait: the pod keeps its place.
-func (m *Manager) stillHeld(h *heldBind) error {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if h.res.state == committing {
-		return fmt.Errorf("gang %s: quorum reached, bindings still being written after %s; the scheduler's retry finds pod %s bound", h.gang.key, m.cfg.BindWait, h.pod.key())
+func (h *heldBind) stillHeld() error {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.res.state == decide.Committing {
+		return fmt.Errorf("gang %s: quorum reached, bindings still being written after %s; the scheduler's retry finds pod %s bound", h.gang.key, h.wait, h.pod.Key())
 	}
-	spec := h.pod.spec
-	ready := h.gang.ready(spec, h.res)
-	status := fmt.Sprintf("%s after %s", ready.readyWords(spec), m.cfg.BindWait)
-	if ready.meets(spec) {
+	spec := h.pod.Spec
+	ready := ready(h.gang, spec, h.res)
+	status := fmt.Sprintf("%s after %s", ready.ReadyWords(spec), h.wait)
+	if ready.Meets(spec) {
 		status = "its quorum is ready, its gang group's is not: " + h.gang.bundleWait
 	}
 	return fmt.Errorf("gang %s: %w: %s; pod %s keeps its reservation on %s and lockstep binds it when the quorum arrives",
-		h.gang.key, ErrAwaitingQuorum, status, h.pod.key(), h.node)
+		h.gang.key, ErrAwaitingQuorum, status, h.pod.Key(), h.node)
 }
 
-// heldOutcome is the answer to a held bind once its reservation was released.
-func (m *Manager) heldOutcome(h *heldBind) error {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+// outcome is the answer to a held bind once its reservation was released.
+func (h *heldBind) outcome() error {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
 	switch {
-	case h.slot.state == slotBound:
+	case h.slot.state == decide.SlotBound:
 		return nil
-	case h.slot.state == slotFailed:
-		return fmt.Errorf("gang %s: binding %s to %s failed: %w", h.gang.key, h.pod.key(), h.node, h.slot.err)
+	case h.slot.state == decide.SlotFailed:
+		return fmt.Errorf("gang %s: binding %s to %s failed: %w", h.gang.key, h.pod.Key(), h.node, h.slot.err)
 	case h.res.yieldedTo != "":
-		return fmt.Errorf("gang %s: reservation given up to higher-priority %s; pod %s is not bound, and its gang plans again", h.gang.key, h.res.yieldedTo, h.pod.key())
+		return fmt.Errorf("gang %s: reservation given up to higher-priority %s; pod %s is not bound, and its gang plans again", h.gang.key, h.res.yieldedTo, h.pod.Key())
 	case h.res.expired:
-		return fmt.Errorf("gang %s: reservation expired before quorum; pod %s is not bound", h.gang.key, h.pod.key())
+		return fmt.Errorf("gang %s: reservation expired before quorum; pod %s is not bound", h.gang.key, h.pod.Key())
 	default:
-		return fmt.Errorf("gang %s: reservation released before pod %s was bound; the scheduler retries it", h.gang.key, h.pod.key())
+		return fmt.Errorf("gang %s: reservation released before pod %s was bound; the scheduler retries it", h.gang.key, h.pod.Key())
 	}
 }
 
 func (m *Manager) lookupPod(ctx context.Context, namespace, name string, uid types.UID) (*podInfo, error) {
-	m.mu.RLock()
-	p, ok := m.ledger.pods[uid]
-	m.mu.RUnlock()
-	if ok {
+	var p *podInfo
+	m.reading(func() { p = m.ledger.pods[uid] })
+	if p != nil {
 		return p, nil
 	}
 	// The scheduler can be ahead of lockstep's informer for a pod created a moment ago.
@@ -184,34 +188,66 @@ func (m *Manager) lookupPod(ctx context.Context, namespace, name string, uid typ
 	return m.ledger.takeInFromScheduler(newPodInfo(pod, m.ledger.read))
 }
 
+// ready is the tally a reservation's commit waits for: the members waiting at bind plus those that
+// count already.
+func ready(g *gangInfo, spec *gangspec.Spec, res *reservation) decide.Tally {
+	t := g.view().Counted(spec)
+	for _, s := range res.slots {
+		if s.state == decide.SlotWaiting {
+			waiting := s.pod.Pod
+			t.Add(&waiting)
+		}
+	}
+	return t
+}
+
 // bindNow binds a pod that need not wait for anyone, with the GPUs chosen for it.
 func (m *Manager) bindNow(ctx context.Context, p *podInfo, node, kind string) error {
 	var fx effects
-	m.mu.Lock()
-	// Checked again here, where binds are counted as they start: pods the scheduler filtered
-	// together each saw the queue before the others' binds.
-	if why := m.podQueueWait(p); why != "" {
-		m.mu.Unlock()
-		return errors.New(why)
+	var gpuIDs []int
+	var refused error
+	m.locked(func() {
+		// Checked again here, where binds are counted as they start: pods the scheduler
+		// filtered together each saw the queue before the others' binds.
+		if m.ledger.quota.Enforcing() {
+			if why := m.snapshots.queues().PodWait(p.Namespace, p.Name, p.Queue, p.Requests); why != "" {
+				refused = errors.New(why)
+				return
+			}
+		}
+		m.takeNodeLocked(p, node, &fx)
+		gpuIDs = m.ledger.chooseGPUs(node, p.UID, p.Requests.GPU)
+		m.ledger.startBinding(p, node)
+	})
+	if refused != nil {
+		return refused
 	}
-	m.takeNodeLocked(p, node, &fx)
-	gpuIDs := m.ledger.chooseGPUs(node, p.uid, p.requests.GPU)
-	m.ledger.startBinding(node, p.requests)
-	m.ledger.startQueueBinding(p)
-	m.mu.Unlock()
-	m.apply(&fx)
-	err := m.binder.Bind(ctx, p.namespace, p.name, p.uid, node, gpuIDs)
+	m.emit(&fx)
+	err := m.binder.Bind(ctx, p.Namespace, p.Name, p.UID, node, gpuIDs)
 	m.metrics.observeBind(kind, err)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.ledger.endBinding(node, p.requests)
-	m.ledger.endQueueBinding(p)
+	m.ledger.endBinding(p, node)
 	if err != nil {
-		m.ledger.unchooseGPUs(node, p.uid, gpuIDs)
-		return fmt.Errorf("binding pod %s to node %s: %w", p.key(), node, err)
+		m.ledger.unchooseGPUs(node, p.UID, gpuIDs)
+		return fmt.Errorf("binding pod %s to node %s: %w", p.Key(), node, err)
 	}
-	if cur, ok := m.ledger.pods[p.uid]; ok {
+	if cur, ok := m.ledger.pods[p.UID]; ok {
 		m.ledger.markBound(cur, node, gpuIDs)
 	}
 	return nil
+}
+
+// takeNodeLocked makes room on node for p, about to bind there: filter let it pass lower-priority
+// reservations, and here they are given up, lowest priority first, until p fits beside what stays
+// held.
+func (m *Manager) takeNodeLocked(p *podInfo, node string, fx *effects) {
+	n := m.ledger.nodes[node]
+	if n == nil || m.book.empty() {
+		return
+	}
+	rs, live := m.book.view()
+	for _, gang := range decide.TakeNode(rs, n.view(), p.Gang, p.Priority, p.Requests) {
+		m.yieldLocked(live[gang], "pod "+p.Key(), p.Priority, fx)
+	}
 }

@@ -1,13 +1,18 @@
 package gang
 
 import (
-	"sort"
-	"strings"
+	"context"
+	"fmt"
 	"time"
 
 	gocache "github.com/patrickmn/go-cache"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
+	"github.com/lockstep-sched/lockstep/decide"
 	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
 // reservationBook holds the gangs' tentative reservations, one per gang key, in a go-cache TTL
@@ -31,17 +36,34 @@ func newReservationBook(onExpired func(gang string, res *reservation), onRelease
 	return b
 }
 
-// live is a gang's reservation while it holds capacity: not expired, not released.
+// live is a gang's reservation or hold while it holds capacity: not expired, not released.
 func (b *reservationBook) live(gang string) *reservation {
 	v, ok := b.cache.Get(gang)
 	if !ok {
 		return nil
 	}
 	res := v.(*reservation)
-	if res.state == released {
+	if res.state == decide.Released {
 		return nil
 	}
 	return res
+}
+
+// reserving is the gang's reservation for members on their way, nil when it has none; a starving
+// gang's hold is not one.
+func (b *reservationBook) reserving(gang string) *reservation {
+	if res := b.live(gang); res != nil && res.state != decide.Holding {
+		return res
+	}
+	return nil
+}
+
+// hold is the gang's hold under the starvation rule, nil when it has none.
+func (b *reservationBook) hold(gang string) *reservation {
+	if res := b.live(gang); res != nil && res.state == decide.Holding {
+		return res
+	}
+	return nil
 }
 
 // add books a new reservation for ttl.
@@ -56,10 +78,10 @@ func (b *reservationBook) keepUntilReleased(res *reservation) {
 
 // release drops a reservation, committed or not, and wakes the binds waiting on it.
 func (b *reservationBook) release(res *reservation) {
-	if res.state == released {
+	if res.state == decide.Released {
 		return
 	}
-	res.state = released
+	res.state = decide.Released
 	b.cache.Delete(res.gang)
 	close(res.done)
 	if b.onReleased != nil {
@@ -70,129 +92,219 @@ func (b *reservationBook) release(res *reservation) {
 // sweep evicts expired reservations, which reports each through the book's onExpired.
 func (b *reservationBook) sweep() { b.cache.DeleteExpired() }
 
-// A view is which reservations a decision must respect: every live one but the deciding gang's
-// own (its members may use what their gang holds), less those that yield to the decider's
-// priority and those a takeover plan releases.
-type view struct {
-	own string
-	// priority, when takeover is set, is the decider's: reservations still reserving at a lower
-	// priority yield to it. Committing ones never yield: their bindings are being written.
-	priority int32
-	takeover bool
-	// released are reservations a takeover plan gives up.
-	released map[*reservation]bool
-	// quorums is capacity, per node, that members beyond their gang's quorum leave to the
-	// quorums of waiting gangs (protectedQuorums); quorumsOf names those gangs per node.
-	quorums   map[string]placement.Resources
-	quorumsOf map[string][]string
-}
+// empty reports whether the book holds nothing, expired entries not yet swept included: most
+// calls then need no copy of it.
+func (b *reservationBook) empty() bool { return b.cache.ItemCount() == 0 }
 
-// everyOther is the view that respects every live reservation but own's.
-func everyOther(own string) view { return view{own: own} }
-
-// above is the view of a decider at priority: lower-priority reservations yield to it.
-func above(own string, priority int32) view {
-	return view{own: own, priority: priority, takeover: true}
-}
-
-// counts reports whether the view respects a reservation.
-func (v view) counts(key string, res *reservation) bool {
-	switch {
-	case key == v.own || res.state == released || v.released[res]:
-		return false
-	case v.takeover && res.yieldsTo(v.priority):
-		return false
-	}
-	return true
-}
-
-// held sums what the reservations the view respects hold per node, and the same per gang, for
-// reasons.
-func (b *reservationBook) held(v view) (byNode, byGang map[string]placement.Resources) {
-	byNode, byGang = map[string]placement.Resources{}, map[string]placement.Resources{}
-	for key, item := range b.cache.Items() {
-		res := item.Object.(*reservation)
-		if !v.counts(key, res) {
-			continue
-		}
-		for _, s := range res.slots {
-			if s.holdsCapacity() {
-				byNode[s.node] = byNode[s.node].Add(s.requests)
-				byGang[key] = byGang[key].Add(s.requests)
-			}
+// view is the live reservations and holds as decisions read them, copied, and the live ones they
+// were copied from, by gang. A decision names reservations by gang, and applying it must reach the
+// very ones it read: go-cache hides an entry the moment it expires, so asking the book again even
+// under the same lock can find one gone.
+func (b *reservationBook) view() (decide.Reservations, map[string]*reservation) {
+	items := b.cache.Items()
+	out, live := make(decide.Reservations, len(items)), make(map[string]*reservation, len(items))
+	for key, item := range items {
+		if res := item.Object.(*reservation); res.state != decide.Released {
+			out[key], live[key] = res.view(), res
 		}
 	}
-	return byNode, byGang
+	return out, live
 }
 
-// heldByQueue sums what live reservations hold per team queue: what a queue holds besides its
-// bound pods. A starving gang's hold is left out: it is a claim on capacity as it frees, mostly
-// on capacity others still use, and counted as its queue's it would make a queue that waits
-// below its share look served, so that a queue above its share took what frees elsewhere.
-func (b *reservationBook) heldByQueue() map[string]placement.Resources {
-	out := map[string]placement.Resources{}
-	for _, item := range b.cache.Items() {
-		res := item.Object.(*reservation)
-		if res.queue == "" || res.state == released || res.state == holding {
-			continue
-		}
-		for _, s := range res.slots {
-			if s.holdsCapacity() {
-				out[res.queue] = out[res.queue].Add(s.requests)
-			}
-		}
-	}
-	return out
-}
-
-// holders names, sorted, the gangs holding capacity on a node that the view respects: the same
-// message every time, so that the scheduler folds identical node reasons and lockstep's event
-// de-duplication holds.
-func (b *reservationBook) holders(node string, v view) string {
-	var names []string
-	for key, item := range b.cache.Items() {
-		res := item.Object.(*reservation)
-		if !v.counts(key, res) {
-			continue
-		}
-		for _, s := range res.slots {
-			if s.node == node && s.holdsCapacity() {
-				names = append(names, key)
-				break
-			}
-		}
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
+// reservations is view without the live ones, for questions that only read.
+func (b *reservationBook) reservations() decide.Reservations {
+	rs, _ := b.view()
+	return rs
 }
 
 // holder is the gang holding capacity under the starvation rule, "" for none.
 func (b *reservationBook) holder() string {
 	for key, item := range b.cache.Items() {
-		if item.Object.(*reservation).state == holding {
+		if item.Object.(*reservation).state == decide.Holding {
 			return key
 		}
 	}
 	return ""
 }
 
-// yielding lists the reservations that yield to a decider at priority (other than own's), the
-// lowest priority first and, among equals, the newest first: it has waited least.
-func (b *reservationBook) yielding(own string, priority int32) []*reservation {
-	var out []*reservation
-	for key, item := range b.cache.Items() {
-		if res := item.Object.(*reservation); key != own && res.yieldsTo(priority) {
-			out = append(out, res)
+// --- reservations --------------------------------------------------------------------------
+
+// A reservation is a gang's tentative hold on capacity: one slot per member it plans to bind. It
+// lives in a go-cache TTL cache under the gang's key (book.go), so capacity held by a gang that
+// never reaches quorum comes back on its own after the gang's waiting time. This is the live one,
+// whose slots binds and commits move along; decisions read its view (decide.Reservation).
+
+type slot struct {
+	// pod is the member holding the slot; nil while Planned.
+	pod *podInfo
+	// plannedFor is the member the plan had in mind (by UID: podInfo records are replaced on every
+	// informer update); it gets the slot first when it arrives.
+	plannedFor types.UID
+	node       string
+	requests   placement.Resources
+	state      decide.SlotState
+	// settled: the informer reported the member bound on node, so the ledger counts its
+	// capacity and the slot no longer does (ledger.settleSlot). Read and written under the
+	// manager's lock only; the commit goroutine never looks at it.
+	settled bool
+	err     error
+	// gpuIDs are the GPU indices chosen for the member when the gang commits.
+	gpuIDs []int
+	// cancel stops the member's binding while the gang commits; nil before.
+	cancel context.CancelFunc
+	// nominated is the node the member the slot was planned for was nominated to
+	// (nominations.go); "" when no nomination stands.
+	nominated string
+}
+
+// holdsCapacity reports whether the slot's capacity is still set aside (a bound member's capacity
+// is counted on its node instead).
+func (s *slot) holdsCapacity() bool { return s.state < decide.SlotBound && !s.settled }
+
+type reservation struct {
+	gang     string
+	priority int32
+	// queue is the key of the team queue the gang's capacity counts toward, "" for none.
+	queue   string
+	created time.Time
+	expires time.Time
+	slots   []*slot
+	state   decide.ReservationState
+	// expired tells waiters why the reservation ended without a commit.
+	expired bool
+	// yieldedTo, when set, says which higher-priority work took the reservation's capacity.
+	yieldedTo string
+	// done is closed when the reservation is released, by commit or expiry.
+	done chan struct{}
+}
+
+// newReservation makes a decision's planned reservation live; the member at filter, if its slot
+// names one, holds its slot already.
+func newReservation(plan *decide.Reservation, member *podInfo) *reservation {
+	res := &reservation{gang: plan.Gang, priority: plan.Priority, queue: plan.Queue, created: plan.Created,
+		expires: plan.Expires, state: plan.State, done: make(chan struct{})}
+	for _, s := range plan.Slots {
+		live := &slot{plannedFor: s.PlannedFor, node: s.Node, requests: s.Requests, state: s.State}
+		if s.Pod != "" && member != nil && s.Pod == member.UID {
+			live.pod = member
+		}
+		res.slots = append(res.slots, live)
+	}
+	return res
+}
+
+// view is the reservation as decisions read it: its slots copied.
+func (r *reservation) view() *decide.Reservation {
+	out := &decide.Reservation{Gang: r.gang, Priority: r.priority, Queue: r.queue, Created: r.created,
+		Expires: r.expires, State: r.state, Slots: make([]decide.Slot, len(r.slots))}
+	for i, s := range r.slots {
+		out.Slots[i] = decide.Slot{PlannedFor: s.plannedFor, Node: s.node, Requests: s.requests, State: s.state, Settled: s.settled}
+		if s.pod != nil {
+			out.Slots[i].Pod = s.pod.UID
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].priority != out[j].priority {
-			return out[i].priority < out[j].priority
-		}
-		if !out[i].created.Equal(out[j].created) {
-			return out[i].created.After(out[j].created)
-		}
-		return out[i].gang < out[j].gang
-	})
 	return out
+}
+
+func (r *reservation) slotOf(uid types.UID) *slot {
+	for _, s := range r.slots {
+		if s.pod != nil && s.pod.UID == uid {
+			return s
+		}
+	}
+	return nil
+}
+
+// slotFor is the slot a member holds or, failing that, the one still planned for it.
+func (r *reservation) slotFor(uid types.UID) *slot {
+	if s := r.slotOf(uid); s != nil {
+		return s
+	}
+	for _, s := range r.slots {
+		if s.plannedFor == uid && s.state == decide.SlotPlanned {
+			return s
+		}
+	}
+	return nil
+}
+
+// take gives a slot to a member.
+func (r *reservation) take(s *slot, p *podInfo) {
+	s.pod, s.state = p, decide.SlotReserved
+	s.requests = p.Requests
+}
+
+// unclaim returns a departed member's slot to the pool so a replacement can take it.
+func (r *reservation) unclaim(uid types.UID) {
+	if s := r.slotOf(uid); s != nil && s.holdsCapacity() {
+		s.pod, s.state = nil, decide.SlotPlanned
+	}
+}
+
+func (r *reservation) countState(state decide.SlotState) int {
+	n := 0
+	for _, s := range r.slots {
+		if s.state == state {
+			n++
+		}
+	}
+	return n
+}
+
+// --- how reservations end by expiring -------------------------------------------------------
+
+// A reservation that expires before quorum gives its capacity back at once (the book stops
+// offering it), but its gang, its waiting binds and the gangs waiting behind it learn of it here:
+// from the sweep, or from the gang's next filter when that comes first.
+
+// onExpired runs when the book evicts an expired reservation (or after its own release, which it
+// then ignores because the reservation is already released).
+func (m *Manager) onExpired(gang string, res *reservation) {
+	var fx effects
+	m.locked(func() { m.expireLocked(gang, res, &fx) })
+	m.emit(&fx)
+}
+
+// expireLocked ends a reservation that expired before quorum: its waiting binds wake, its gang is
+// marked TimedOut with a reason, and the gangs waiting behind it are woken.
+func (m *Manager) expireLocked(key string, res *reservation, fx *effects) {
+	if res.state != decide.Reserving {
+		return
+	}
+	res.state = decide.Released
+	res.expired = true
+	close(res.done)
+	m.nominations.withdrawReleased(res)
+	m.metrics.observeExpiry()
+	g, ok := m.ledger.gangs[key]
+	if !ok {
+		return
+	}
+	view := g.view()
+	ready := res.countState(decide.SlotWaiting) + view.BoundCount()
+	h := g.History
+	h.TimedOut, h.TimedOutAt = true, m.now()
+	m.ledger.setHistory(g, h)
+	g.lastReason = fmt.Sprintf("gang %s: reservation expired after %s with %d of %d members ready to bind; capacity released, the gang plans again when a member is retried",
+		key, res.expires.Sub(res.created).Round(time.Second), ready, view.MinAvailable())
+	klog.InfoS("Gang reservation expired", "gang", key, "ready", ready)
+	m.wake.capacityFreed(key, fx)
+	for _, p := range g.sortedMembers() {
+		fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonGangTimedOut, g.lastReason)
+		if !p.Holds() && !p.Terminal {
+			m.wake.write(p, wellknown.ConditionReasonTimedOut, g.lastReason, fx)
+		}
+	}
+}
+
+// catchUpExpiryLocked reports, for a gang the book holds no live reservation for, its last one
+// if that expired but was not swept yet, and says whether it did. The book hides it at once, but
+// a new reservation would replace it unreported: its waiters would not wake, and the gang's
+// time-out and cool-down would be skipped.
+func (m *Manager) catchUpExpiryLocked(g *gangInfo, fx *effects) bool {
+	if old := g.reservation; old != nil && old.state == decide.Reserving {
+		m.expireLocked(g.key, old, fx)
+		return true
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lockstep-sched/lockstep/decide"
 	"github.com/lockstep-sched/lockstep/gangspec"
 )
 
@@ -29,7 +30,7 @@ func (m *Manager) quorumReadyLocked(g *gangInfo, res *reservation, spec *gangspe
 		if key == g.key {
 			continue
 		}
-		mate, mateRes, why := m.bundleMateLocked(key)
+		mate, mateRes, why := bundleMate(m.ledger, m.book, key)
 		switch {
 		case why != "":
 			lagging = append(lagging, why)
@@ -48,29 +49,30 @@ func (m *Manager) quorumReadyLocked(g *gangInfo, res *reservation, spec *gangspe
 	}
 }
 
-// bundleMateLocked says whether another gang of a bundle is ready: why is "" when it is, and res
+// bundleMate says whether another gang of a bundle is ready: why is "" when it is, and res
 // is its reservation to commit, nil when it needs no commit (bound, or committing already).
-func (m *Manager) bundleMateLocked(key string) (g *gangInfo, res *reservation, why string) {
-	g = m.ledger.gangs[key]
+func bundleMate(l *ledger, book *reservationBook, key string) (g *gangInfo, res *reservation, why string) {
+	g = l.gangs[key]
 	if g == nil {
 		return nil, nil, "gang " + key + " has no members yet"
 	}
-	spec, _ := g.reference()
+	view := g.view()
+	spec, _ := view.Reference()
 	switch {
 	case spec == nil:
 		return nil, nil, "gang " + key + "'s rules are not known yet"
-	case g.satisfied(spec):
+	case view.Satisfied(spec):
 		return g, nil, ""
 	}
-	res = m.liveReservation(key)
+	res = book.reserving(key)
 	switch {
 	case res == nil:
 		return nil, nil, "gang " + key + " has no reservation"
-	case res.state == committing:
+	case res.state == decide.Committing:
 		return g, nil, ""
 	}
-	if ready := g.ready(spec, res); !ready.meets(spec) {
-		return nil, nil, fmt.Sprintf("gang %s has %s", key, ready.readyWords(spec))
+	if ready := ready(g, spec, res); !ready.Meets(spec) {
+		return nil, nil, fmt.Sprintf("gang %s has %s", key, ready.ReadyWords(spec))
 	}
 	return g, res, ""
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-sched/lockstep/decide"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -29,79 +30,88 @@ type commitOutcome struct {
 // startCommitLocked moves a reservation to committing, chooses each member's GPUs and starts the
 // bindings.
 func (m *Manager) startCommitLocked(g *gangInfo, res *reservation) {
-	res.state = committing
+	res.state = decide.Committing
 	m.book.keepUntilReleased(res)
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
-	var todo []commitItem
+	c := &commitRun{m: m, g: g, res: res, cancel: cancel}
 	for _, s := range res.slots {
-		if s.state == slotWaiting {
+		if s.state == decide.SlotWaiting {
 			// Members sharing a node get disjoint GPU sets: each choice is marked taken at once.
-			s.gpuIDs = m.ledger.chooseGPUs(s.node, s.pod.uid, s.requests.GPU)
-			// A member deleted meanwhile stops its binding at once (see deletePodLocked).
+			s.gpuIDs = m.ledger.chooseGPUs(s.node, s.pod.UID, s.requests.GPU)
+			// A member deleted meanwhile stops its binding at once (see memberLeftLocked).
 			item := commitItem{slot: s}
 			item.ctx, s.cancel = context.WithCancel(ctx)
-			todo = append(todo, item)
+			c.todo = append(c.todo, item)
 		}
 	}
-	if g.boundCount() == 0 {
+	view := g.view()
+	bound := view.BoundCount()
+	if bound == 0 {
 		// A gang with members bound already had its wait counted by the commit that bound them.
-		m.metrics.observeWait(m.now().Sub(g.oldest().created))
+		m.metrics.observeWait(m.now().Sub(view.Oldest().Created))
 	}
-	rec := newCommitRecord(m.now(), len(todo), g.boundCount(), g.minAvailable())
-	g.lastCommit = rec
-	g.lastReason = fmt.Sprintf("gang %s: quorum reached (%d members ready), binding", g.key, len(todo)+g.boundCount())
-	klog.InfoS("Gang committing", "gang", g.key, "members", len(todo))
-	go m.commit(cancel, g, res, rec, todo)
+	c.rec = newCommitRecord(m.now(), len(c.todo), bound, view.MinAvailable())
+	g.lastCommit = c.rec
+	g.lastReason = fmt.Sprintf("gang %s: quorum reached (%d members ready), binding", g.key, len(c.todo)+bound)
+	klog.InfoS("Gang committing", "gang", g.key, "members", len(c.todo))
+	go c.run()
 }
 
-// commit writes the bindings at once (the Binder paces what reaches the apiserver) and records
-// each answer as it comes, so that lockstep's ledger, /debug/gangs and the partly-bound clock
-// follow the apiserver binding by binding.
-func (m *Manager) commit(cancel context.CancelFunc, g *gangInfo, res *reservation, rec *commitRecord, todo []commitItem) {
-	defer cancel()
-	outcomes := make(chan commitOutcome, len(todo))
-	for _, it := range todo {
+// commitRun is one gang's commit on its way: the bindings it writes and what came of each.
+type commitRun struct {
+	m      *Manager
+	g      *gangInfo
+	res    *reservation
+	rec    *commitRecord
+	todo   []commitItem
+	cancel context.CancelFunc
+}
+
+// run writes the bindings at once (the Binder paces what reaches the apiserver) and records each
+// answer as it comes, so that lockstep's ledger, /debug/gangs and the partly-bound clock follow
+// the apiserver binding by binding.
+func (c *commitRun) run() {
+	defer c.cancel()
+	outcomes := make(chan commitOutcome, len(c.todo))
+	for _, it := range c.todo {
 		go func() {
 			p := it.slot.pod
-			outcomes <- commitOutcome{it.slot, m.binder.Bind(it.ctx, p.namespace, p.name, p.uid, it.slot.node, it.slot.gpuIDs)}
+			outcomes <- commitOutcome{it.slot, c.m.binder.Bind(it.ctx, p.Namespace, p.Name, p.UID, it.slot.node, it.slot.gpuIDs)}
 		}()
 	}
-	for range todo {
+	for range c.todo {
 		out := <-outcomes
-		m.metrics.observeBind("gang", out.err)
-		m.recordOutcome(g, rec, out)
+		c.m.metrics.observeBind("gang", out.err)
+		c.m.locked(func() { c.recordLocked(out) })
 	}
 	var fx effects
-	m.mu.Lock()
-	m.finishCommitLocked(g, res, rec, todo, &fx)
-	m.mu.Unlock()
-	m.metrics.observeCommit(rec)
-	m.apply(&fx)
+	c.m.locked(func() { c.finishLocked(&fx) })
+	c.m.metrics.observeCommit(c.rec)
+	c.m.emit(&fx)
 }
 
-// recordOutcome takes one binding's answer into the ledger and the commit's record.
-func (m *Manager) recordOutcome(g *gangInfo, rec *commitRecord, out commitOutcome) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s := out.slot
+// recordLocked takes one binding's answer into the ledger and the commit's record.
+func (c *commitRun) recordLocked(out commitOutcome) {
+	l, s := c.m.ledger, out.slot
 	s.cancel()
 	if out.err != nil {
-		s.state, s.err = slotFailed, out.err
-		m.ledger.unchooseGPUs(s.node, s.pod.uid, s.gpuIDs)
-		rec.failed++
+		s.state, s.err = decide.SlotFailed, out.err
+		l.unchooseGPUs(s.node, s.pod.UID, s.gpuIDs)
+		c.rec.failed++
 		return
 	}
-	s.state = slotBound
-	if cur, ok := m.ledger.pods[s.pod.uid]; ok {
-		m.ledger.markBound(cur, s.node, s.gpuIDs)
+	s.state = decide.SlotBound
+	if cur, ok := l.pods[s.pod.UID]; ok {
+		l.markBound(cur, s.node, s.gpuIDs)
 	}
-	rec.bindingConfirmed(m.now(), g.boundCount())
+	c.rec.bindingConfirmed(c.m.now(), c.g.view().BoundCount())
 }
 
-// finishCommitLocked releases the reservation and says how the commit went.
-func (m *Manager) finishCommitLocked(g *gangInfo, res *reservation, rec *commitRecord, todo []commitItem, fx *effects) {
-	m.book.release(res)
-	rec.finish(m.now())
+// finishLocked releases the reservation and says how the commit went.
+func (c *commitRun) finishLocked(fx *effects) {
+	g, rec := c.g, c.rec
+	c.m.book.release(c.res)
+	rec.finish(c.m.now())
 	if rec.failed == 0 {
 		g.lastReason = fmt.Sprintf("gang %s: quorum reached, %d members bound in %s", g.key, rec.members, formatSpan(rec.duration()))
 		klog.InfoS("Gang bound", "gang", g.key, "members", rec.members, "took", rec.duration())
@@ -109,23 +119,23 @@ func (m *Manager) finishCommitLocked(g *gangInfo, res *reservation, rec *commitR
 		// Bindings cannot be undone, so lockstep does not try to unbind the members that made it.
 		// The failed members stay unbound; the scheduler retries them, and because the gang's
 		// bound members count toward quorum, each then needs only its own reservation.
-		first := firstFailure(todo)
+		first := firstFailure(c.todo)
 		g.lastReason = fmt.Sprintf("gang %s: %d of %d bindings failed (first: %v); %s. Bound members stay, the failed ones are retried by the scheduler",
 			g.key, rec.failed, rec.members, first, rec.partialNote())
 		klog.ErrorS(first, "Gang commit incomplete", "gang", g.key, "failed", rec.failed, "members", rec.members,
 			"partlyBoundFor", rec.partlyBoundFor())
 	}
-	for _, it := range todo {
-		m.commitEventLocked(g, it.slot, rec, fx)
+	for _, it := range c.todo {
+		c.eventLocked(it.slot, fx)
 	}
 }
 
-func (m *Manager) commitEventLocked(g *gangInfo, s *slot, rec *commitRecord, fx *effects) {
-	p := s.pod
-	if cur, ok := m.ledger.pods[p.uid]; ok {
+func (c *commitRun) eventLocked(s *slot, fx *effects) {
+	g, rec, p := c.g, c.rec, s.pod
+	if cur, ok := c.m.ledger.pods[p.UID]; ok {
 		p = cur // the informer may have replaced the record since the slot was claimed
 	}
-	if s.state != slotBound {
+	if s.state != decide.SlotBound {
 		fx.podEvent(p, corev1.EventTypeWarning, wellknown.ReasonGangBindFailed, fmt.Sprintf("gang %s: binding to node %s failed: %v; %s", g.key, s.node, s.err, rec.partialNote()))
 		return
 	}

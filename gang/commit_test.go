@@ -158,13 +158,13 @@ func TestConditionWritesDropWhenQueueIsFull(t *testing.T) {
 	write := conditionWrite{"default", "w-0", corev1.PodCondition{Type: wellknown.ConditionGangScheduled, Reason: wellknown.ConditionReasonCapacityFreed}}
 
 	m.SetConditionWriter(stuck)
-	m.conditions.enqueue([]conditionWrite{write})
+	m.wake.conditions.enqueue([]conditionWrite{write})
 	recv(t, stuck.entered, "the first write reaches the writer")
 	writes := make([]conditionWrite, conditionQueueSize+5)
 	for i := range writes {
 		writes[i] = write
 	}
-	m.conditions.enqueue(writes)
+	m.wake.conditions.enqueue(writes)
 	require.Equal(t, 5.0, testutil.ToFloat64(m.metrics.droppedConditions))
 }
 

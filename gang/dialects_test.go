@@ -203,11 +203,12 @@ func TestMembersOfOneGangFromTwoSources(t *testing.T) {
 	require.Contains(t, r.Failed["n-0"], `"Koordinator annotations" (from pod default/w-0)`)
 }
 
-func memberErrorOf(e *env, pod *corev1.Pod) error {
-	e.m.mu.RLock()
-	defer e.m.mu.RUnlock()
-	p := e.m.ledger.pods[pod.UID]
-	return memberError(p, e.m.ledger.gangOf(p))
+func memberErrorOf(e *env, pod *corev1.Pod) (err error) {
+	e.m.locked(func() {
+		s := e.m.snapshots.current()
+		err = s.MemberError(s.Pods[pod.UID])
+	})
+	return err
 }
 
 // Standing and FitsInTotal are what package podgroup writes into group objects' status.

@@ -1,26 +1,49 @@
-// Package gang makes kube-scheduler place gangs all-or-nothing. It owns lockstep's picture of the
-// cluster and every gang decision: which members to reserve capacity for, when a held bind may
-// commit, and what to tell the user.
+// Package gang makes kube-scheduler place gangs all-or-nothing. It owns lockstep's live picture
+// of the cluster and its lock: it takes in what the informers and watchers report, keeps the
+// snapshot decisions read, asks package decide, makes the decisions true, binds and commits, and
+// says what happened. What to decide is package decide's; what fits on a node is package
+// placement's; what a queue may take is package quota's.
 //
-// Its parts, each a type with one job:
-//   - ledger (ledger.go, records.go, gpus.go): pods, nodes and the GPUs bound pods take, fed by
-//     the informers (informers.go) and by bindings the apiserver confirmed;
-//   - reservationBook (book.go, reservation.go): the gangs' tentative holds, in a go-cache TTL
-//     cache, and what they hold per node and per gang; expiry.go reports the ones that lapse;
-//   - admission (admission.go): filter's decision for a member before quorum (reserve these
-//     slots, wait with this reason, pass only this node), made by reading, then applied;
-//   - priority (takeover.go, line.go, victims.go, evict.go, starvation.go, preempt.go): lower
-//     reservations yield to higher work, the line of waiting gangs and the quorums members beyond
-//     their own quorum leave alone, gang preemption by whole units through the Eviction API, the
-//     starving gang's hold, and the review of kube-scheduler's own preemption;
-//   - the quorum bind and commit (bind.go, commit.go, commitrecord.go, binder.go);
-//   - effects (effects.go, conditions.go, metrics.go): Events and pod conditions collected under
-//     the lock and written after it is released.
+// Every verb has one shape (manager.go): lock, bring the snapshot up to date, decide (package
+// decide, on the snapshot), apply the decision, unlock, emit the effects collected meanwhile
+// (Events, pod conditions, nominations, evictions). Nothing waits on the apiserver under the lock.
 //
-// Manager (manager.go) holds the lock and the verbs (filter.go, score.go, bind.go), each with one
-// shape: lock, decide, unlock, apply effects. shortlist.go narrows an ordinary GPU pod's filter
-// answer to the nodes its packing ranks best. What fits where is decided by package placement;
-// the debug views are status.go (/debug/gangs) and nodes.go (/debug/nodes).
+// The locking rule, which TestLockingRule checks on this package's source:
+//   - the manager's lock is taken through Manager.locked or Manager.reading, or by a function that
+//     defers its unlock on the very next line: no path leaves it taken, a panic included;
+//   - a name ending in Locked means one thing: it runs with the manager's lock held for writing
+//     and may change the live state. It is called only from another such function, from inside
+//     m.locked, or from a function that begins by taking the lock. The methods of the state's
+//     parts (ledger, reservationBook, snapshots, waker, nominations) expect the lock too, held for
+//     writing by those that change the state, as their types' comments say, and carry no suffix.
+//
+// Files:
+//   - manager.go: Config, the Manager and its lock; what the informers and the group watcher
+//     report (pods, nodes, group objects).
+//   - filter.go: the filter verb: ordinary pods on free capacity, the shortlist of the nodes
+//     lockstep's packing ranks best, gang members through decide.Admit, and the pause for the
+//     rest of a gang being created (gathering).
+//   - score.go: the prioritize verb.
+//   - bind.go: the bind verb: ordinary binds, and members held for their gang's quorum.
+//   - commit.go, commitrecord.go: a gang's bindings written once its quorum reached bind, and how
+//     long the gang was partly bound; bundle.go: gangs that commit only together.
+//   - binder.go: the Binder that writes pods/binding and settles lost answers.
+//   - preempt.go: the preempt verb: the review of kube-scheduler's preemption, and the planning of
+//     a gang no node took.
+//   - apply.go: applyAdmissionLocked, the one place an admission is made true (reservations
+//     booked, taken over, holds, evictions marked), and what it takes over.
+//   - evict.go: evictions carried out through the Eviction API, after the lock.
+//   - snapshot.go: the snapshot decisions read, kept in step with the ledger and the book.
+//   - ledger.go: the ledger of pods, nodes and gangs, and its records; gpus.go: the GPUs bound pods
+//     hold on each node, by index.
+//   - book.go: the reservations, the go-cache book that holds them, and how they end by expiring.
+//   - sweep.go: the periodic sweep: expiries reported, a starving gang's hold, stranded gangs woken.
+//   - effects.go: Events, the pod conditions that wake parked members (waker), nominations.
+//   - queues.go: team queues as the watchers report them, and /debug/queues.
+//   - status.go, nodes.go: /debug/gangs, the group objects' standing, /debug/nodes.
+//   - metrics.go: the Prometheus series.
+//   - informers.go: the pod and node informers feeding the manager.
+//   - core.go: the interfaces the rest of lockstep uses the manager through.
 //
 // It must not know HTTP or the extender's wire format (package extender does), nor change what it
 // is handed: it records what it needs in its own types, and may keep any string it is given.

@@ -1,52 +1,11 @@
 package gang
 
 import (
-	"fmt"
-	"math/bits"
 	"slices"
-	"sort"
-	"strconv"
-	"strings"
 
+	"github.com/lockstep-sched/lockstep/decide"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/lockstep-sched/lockstep/gpu"
 )
-
-// FormatGPUIDs renders indices for wellknown.AnnotationGPUIDs.
-func FormatGPUIDs(ids []int) string {
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = strconv.Itoa(id)
-	}
-	return strings.Join(parts, ",")
-}
-
-// ParseGPUIDs reads wellknown.AnnotationGPUIDs; want is the pod's GPU request, which the list must
-// match.
-func ParseGPUIDs(value string, want int64) ([]int, error) {
-	if value == "" {
-		return nil, fmt.Errorf("empty")
-	}
-	seen := map[int]bool{}
-	var ids []int
-	for _, part := range strings.Split(value, ",") {
-		id, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || id < 0 {
-			return nil, fmt.Errorf("%q is not a GPU index", part)
-		}
-		if seen[id] {
-			return nil, fmt.Errorf("GPU %d listed twice", id)
-		}
-		seen[id] = true
-		ids = append(ids, id)
-	}
-	if int64(len(ids)) != want {
-		return nil, fmt.Errorf("%d indices for a pod that requests %d GPUs", len(ids), want)
-	}
-	sort.Ints(ids)
-	return ids, nil
-}
 
 // gpuLedger is which GPUs of one node are taken: by index for pods whose indices lockstep knows (it
 // chose them, or read them back from wellknown.AnnotationGPUIDs), and as a bare count for pods
@@ -91,51 +50,15 @@ func (l *gpuLedger) release(uid types.UID, ids []int, count int64) {
 	}
 }
 
-// eachFree calls f with the position in indices (the topology's, ascending) of every GPU nobody
-// holds, highest first. GPUs taken by pods of unknown indices, and extra more (GPUs reservations
-// hold), are assumed to be the highest-numbered free ones: a guess, but one that keeps the count
-// right, and the device plugin on such a node is not following lockstep's choices anyway.
-func (l *gpuLedger) eachFree(indices []int, extra int64, f func(pos int)) {
-	drop := int(max(l.unknown+extra, 0))
+// eachFreeByIndex calls f with the position in indices (the topology's, ascending) of every GPU
+// no pod holds by index, highest first. GPUs taken by pods of unknown indices are not among the
+// held: decide.GPUs says which of the free ones they are taken to be.
+func (l *gpuLedger) eachFreeByIndex(indices []int, f func(pos int)) {
 	for p := len(indices) - 1; p >= 0; p-- {
-		if _, taken := l.owner[indices[p]]; taken {
-			continue
+		if _, taken := l.owner[indices[p]]; !taken {
+			f(p)
 		}
-		if drop > 0 {
-			drop--
-			continue
-		}
-		f(p)
 	}
-}
-
-// free lists the free GPU indices, ascending.
-func (l *gpuLedger) free(indices []int, extra int64) []int {
-	free := make([]int, 0, len(indices))
-	l.eachFree(indices, extra, func(p int) { free = append(free, indices[p]) })
-	slices.Reverse(free)
-	return free
-}
-
-// freeMask is free as a bit set over positions in indices, without allocating; ok is false for
-// nodes of more than 64 GPUs.
-func (l *gpuLedger) freeMask(indices []int, extra int64) (mask uint64, ok bool) {
-	n := len(indices)
-	if n > 64 {
-		return 0, false
-	}
-	if n == 0 || indices[n-1] != n-1 {
-		// Positions are not indices (indices ascend without repeats, so they are 0..n-1 exactly
-		// when the last is n-1): ask the ledger GPU by GPU.
-		l.eachFree(indices, extra, func(p int) { mask |= 1 << p })
-		return mask, true
-	}
-	mask = (^uint64(0) >> (64 - n)) &^ l.takenLow
-	// As eachFree: GPUs taken without known indices are the highest-numbered free ones.
-	for drop := max(l.unknown+extra, 0); drop > 0 && mask != 0; drop-- {
-		mask &^= 1 << (bits.Len64(mask) - 1)
-	}
-	return mask, true
 }
 
 // chooseGPUs picks the best k-set on a node for a pod and marks it taken by uid at once, so two
@@ -146,11 +69,12 @@ func (l *ledger) chooseGPUs(node string, uid types.UID, k int64) []int {
 	if !ok || n.topo == nil || k <= 0 {
 		return nil
 	}
-	set, _, ok := n.topo.BestSet(n.gpus.free(n.gpuIndices, 0), int(k))
+	set, _, ok := n.topo.BestSet(n.gpuState().FreeIndices(0), int(k))
 	if !ok {
 		return nil
 	}
 	n.gpus.take(uid, set, k)
+	l.nodeChanged(node)
 	return set
 }
 
@@ -158,67 +82,27 @@ func (l *ledger) chooseGPUs(node string, uid types.UID, k int64) []int {
 func (l *ledger) unchooseGPUs(node string, uid types.UID, ids []int) {
 	if n, ok := l.nodes[node]; ok && len(ids) > 0 {
 		n.gpus.release(uid, ids, int64(len(ids)))
+		l.nodeChanged(node)
 	}
 }
 
-// gpuScore rates a node's best free k-set 0..MaxScore; nodes without GPUs score 0. reserved
-// GPUs (gang reservations count GPUs, not indices) are taken off the free list like unknown ones.
-func (n *nodeInfo) gpuScore(k, reserved int64) int {
-	if n.topo == nil || k <= 0 {
-		return 0
+// gpuState is the node's GPUs as scoring reads them (decide.GPUs). It allocates nothing for a
+// node of up to 64 GPUs numbered 0..n-1, as nearly all are: prioritize asks for it on every node
+// on every call.
+func (n *nodeInfo) gpuState() decide.GPUs {
+	g := decide.GPUs{Topo: n.topo, Indices: n.gpuIndices, Unknown: n.gpus.unknown}
+	count := len(n.gpuIndices)
+	switch {
+	case count > 64:
+		g.FreeBig = []int{}
+		n.gpus.eachFreeByIndex(n.gpuIndices, func(p int) { g.FreeBig = append(g.FreeBig, p) })
+		slices.Reverse(g.FreeBig)
+	case count > 0 && n.gpuIndices[count-1] == count-1:
+		// Positions are indices (indices ascend without repeats, so they are 0..n-1 exactly when
+		// the last is n-1).
+		g.Free = (^uint64(0) >> (64 - count)) &^ n.gpus.takenLow
+	default:
+		n.gpus.eachFreeByIndex(n.gpuIndices, func(p int) { g.Free |= 1 << p })
 	}
-	return n.topo.Score(n.gpus.free(n.gpuIndices, reserved), int(k))
-}
-
-// scoreMemo remembers GPU scores within one call. Nodes of one hardware model in the same state
-// of use get the same score, and a large cluster is mostly such nodes, so the score is looked up
-// once per distinct state rather than once per node (and computed once per topology, state and
-// size for the life of the process: gpu.Topology.ScoreMask). The first states are kept in an
-// array searched in order, which is quicker than hashing for the handful a call usually meets;
-// the rest go to a map.
-type scoreMemo struct {
-	first [16]scoreEntry
-	used  int
-	more  map[scoreKey]int
-}
-
-type scoreKey struct {
-	topo *gpu.Topology
-	free uint64
-	k    int64
-}
-
-type scoreEntry struct {
-	key   scoreKey
-	score int
-}
-
-func (memo *scoreMemo) gpuScore(n *nodeInfo, k, reserved int64) int {
-	if n.topo == nil || k <= 0 {
-		return 0
-	}
-	mask, ok := n.gpus.freeMask(n.gpuIndices, reserved)
-	if !ok {
-		return n.gpuScore(k, reserved)
-	}
-	key := scoreKey{n.topo, mask, k}
-	for i := range memo.used {
-		if memo.first[i].key == key {
-			return memo.first[i].score
-		}
-	}
-	if score, hit := memo.more[key]; hit {
-		return score
-	}
-	score := n.topo.ScoreMask(mask, int(k))
-	if memo.used < len(memo.first) {
-		memo.first[memo.used] = scoreEntry{key, score}
-		memo.used++
-		return score
-	}
-	if memo.more == nil {
-		memo.more = map[scoreKey]int{}
-	}
-	memo.more[key] = score
-	return score
+	return g
 }

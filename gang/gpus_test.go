@@ -159,15 +159,14 @@ func intersect(a, b []int) []int {
 }
 
 // The mask shortcut for GPUs numbered 0..n-1 must give what asking the ledger GPU by GPU gives,
-// through takes and releases by index and by count, and reservations on top.
-func TestFreeMaskAgreesWithEachFree(t *testing.T) {
+// through takes and releases by index and by count.
+func TestGPUStateShortcutAgreesWithTheLedger(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{1, 2, 8, 16, 63, 64} {
-		indices := make([]int, n)
-		for i := range indices {
-			indices[i] = i
+		node := &nodeInfo{gpuIndices: make([]int, n)}
+		for i := range node.gpuIndices {
+			node.gpuIndices[i] = i
 		}
-		var l gpuLedger
 		type holding struct {
 			uid   types.UID
 			ids   []int
@@ -177,26 +176,25 @@ func TestFreeMaskAgreesWithEachFree(t *testing.T) {
 		for step := range 400 {
 			if len(held) > 0 && rng.IntN(3) == 0 {
 				i := rng.IntN(len(held))
-				l.release(held[i].uid, held[i].ids, held[i].count)
+				node.gpus.release(held[i].uid, held[i].ids, held[i].count)
 				held = append(held[:i], held[i+1:]...)
 			} else {
 				h := holding{uid: types.UID(fmt.Sprint("pod-", step)), count: int64(1 + rng.IntN(2))}
 				if rng.IntN(2) == 0 {
-					free := l.free(indices, 0)
+					free := node.gpuState().FreeIndices(0)
 					if len(free) < int(h.count) {
 						continue
 					}
 					h.ids = free[:h.count]
 				}
-				l.take(h.uid, h.ids, h.count)
+				node.gpus.take(h.uid, h.ids, h.count)
 				held = append(held, h)
 			}
-			extra := int64(rng.IntN(3))
-			got, ok := l.freeMask(indices, extra)
-			require.True(t, ok)
 			var want uint64
-			l.eachFree(indices, extra, func(p int) { want |= 1 << p })
-			require.Equal(t, want, got, "%d GPUs, step %d, extra %d", n, step, extra)
+			node.gpus.eachFreeByIndex(node.gpuIndices, func(p int) { want |= 1 << p })
+			got := node.gpuState()
+			require.Equal(t, want, got.Free, "%d GPUs, step %d", n, step)
+			require.Equal(t, node.gpus.unknown, got.Unknown)
 		}
 	}
 }

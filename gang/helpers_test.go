@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/decide"
 	"github.com/lockstep-sched/lockstep/dialect"
 
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,19 @@ import (
 
 // t0 is the creation time test pods count from; members are ordered by it.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// Every test's decisions are checked against a snapshot made afresh (snapshot.go).
+func init() { verifySnapshots = true }
+
+// queueView is one queue's view; ok is false for a queue lockstep does not know.
+func queueView(m *Manager, key string) (QueueView, bool) {
+	for _, v := range m.Queues() {
+		if v.Key == key {
+			return v, true
+		}
+	}
+	return QueueView{}, false
+}
 
 // testConfig keeps every wait short so that the tests run in well under a second each.
 func testConfig() Config {
@@ -101,7 +115,7 @@ func (e *env) filterNodes(p *corev1.Pod, nodes []string) FilterResult {
 	if r.AllPass && (r.Feasible != nil || r.Failed != nil) {
 		e.t.Errorf("pod %s/%s: all nodes pass, yet feasible %v and failed %v", p.Namespace, p.Name, r.Feasible, r.Failed)
 	}
-	offered := nodeSet(nodes)
+	offered := decide.NodeSet(nodes)
 	for _, n := range r.Feasible {
 		if !offered[n] {
 			e.t.Errorf("pod %s/%s: feasible node %q was not offered", p.Namespace, p.Name, n)

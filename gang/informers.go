@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"github.com/lockstep-sched/lockstep/gangspec"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -16,12 +17,19 @@ import (
 // answering before it could offer GPUs that pods not yet processed already hold.
 func (m *Manager) Watch(factory informers.SharedInformerFactory) (synced func() bool, err error) {
 	pods := factory.Core().V1().Pods().Informer()
-	if err := pods.SetTransform(m.toPodRecord); err != nil {
+	if err := pods.SetTransform(podRecorder(m.cfg.Reader)); err != nil {
 		return nil, err
 	}
+	upsert := func(obj any) {
+		if rec, ok := obj.(*podRecord); ok {
+			if p := m.upsertInfo(rec.info); p.Gang != "" && m.cfg.OnGangChange != nil {
+				m.cfg.OnGangChange(p.Gang)
+			}
+		}
+	}
 	podHandler, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.upsertRecord(obj) },
-		UpdateFunc: func(_, obj any) { m.upsertRecord(obj) },
+		AddFunc:    upsert,
+		UpdateFunc: func(_, obj any) { upsert(obj) },
 		DeleteFunc: func(obj any) {
 			if rec, ok := unwrapTombstone(obj).(*podRecord); ok {
 				m.DeletePod(rec.UID)
@@ -50,17 +58,6 @@ func (m *Manager) Watch(factory informers.SharedInformerFactory) (synced func() 
 	return func() bool { return podHandler.HasSynced() && nodeHandler.HasSynced() }, nil
 }
 
-func (m *Manager) upsertRecord(obj any) {
-	rec, ok := obj.(*podRecord)
-	if !ok {
-		return
-	}
-	p := m.upsertInfo(rec.info)
-	if p.gangName != "" && m.cfg.OnGangChange != nil {
-		m.cfg.OnGangChange(gangKeyOf(p))
-	}
-}
-
 func unwrapTombstone(obj any) any {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		return tomb.Obj
@@ -78,15 +75,18 @@ type podRecord struct {
 	info *podInfo
 }
 
-func (m *Manager) toPodRecord(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
+// podRecorder is the pod informer's transform: pods in, podRecords out, read by read.
+func podRecorder(read gangspec.Reader) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return obj, nil
+		}
+		return &podRecord{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
+			info:       newPodInfo(p, read),
+		}, nil
 	}
-	return &podRecord{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
-		info:       newPodInfo(p, m.cfg.Reader),
-	}, nil
 }
 
 // stripManagedFields drops managed fields, which lockstep never reads, before nodes enter the

@@ -36,7 +36,7 @@ func TestPodRecordKeepsWhatLockstepReads(t *testing.T) {
 
 	m := NewManager(testConfig(), nil, nil, nil, nil)
 	defer m.Stop()
-	obj, err := m.toPodRecord(full)
+	obj, err := podRecorder(m.cfg.Reader)(full)
 	require.NoError(t, err)
 	rec := obj.(*podRecord)
 	require.Equal(t, newPodInfo(full, dialect.Pods{}), rec.info)
@@ -44,7 +44,7 @@ func TestPodRecordKeepsWhatLockstepReads(t *testing.T) {
 	require.Equal(t, 4, rec.info.inline.MinAvailable)
 	require.Equal(t, full.UID, rec.UID)
 	require.Equal(t, []int{0, 1}, rec.info.gpuIDs)
-	require.True(t, rec.info.gated)
+	require.True(t, rec.info.Gated)
 }
 
 // Pods reach the manager through real informers: created, bound, deleted.

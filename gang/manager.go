@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/lockstep-sched/lockstep/decide"
 	"github.com/lockstep-sched/lockstep/fabric"
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/wellknown"
@@ -47,13 +48,14 @@ type Config struct {
 	// QueueReclaim alone.
 	NoPriorityPreemption bool
 	// NoExtrasTakeBack keeps a gang waiting for its quorum from evicting members beyond their
-	// own gang's quorum (extras.go); with Evicter nil nothing is evicted anyway.
+	// own gang's quorum (package decide); with Evicter nil nothing is evicted anyway.
 	NoExtrasTakeBack bool
 	// QueueReclaim lets a gang whose team queue is below its fair share take capacity back from
-	// queues above theirs (reclaim.go); it needs Evicter.
+	// queues above theirs (package decide); it needs Evicter.
 	QueueReclaim bool
 	// StarvationThreshold is how long a gang whose quorum fits the cluster's capacity may wait
-	// for free capacity before lockstep holds capacity for it as it frees; 0 turns the rule off.
+	// for free capacity before lockstep holds capacity for it as it frees (package decide); 0 turns
+	// the rule off.
 	StarvationThreshold time.Duration
 	// Tiers are the network tiers between nodes, narrowest first (package fabric): a gang's
 	// quorum goes to the narrowest single domain that holds it. nil places by nodes alone.
@@ -109,36 +111,37 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Manager answers the scheduler's verbs. It owns the lock and the order of work; the parts it
-// holds each do one job: the ledger counts the cluster, the book holds reservations, package
-// placement decides what fits, and effects (events, conditions) are applied after the lock is let
-// go. Every verb has one shape: lock, decide, unlock, apply effects.
+// Manager answers the scheduler's verbs and takes in what the informers and the group and queue
+// watchers report. It owns the lock and the live state, and every change to that state goes
+// through it in one shape: lock, bring the snapshot up to date, decide (package decide, on the
+// snapshot), apply the decision (applyAdmissionLocked and its kind), unlock, emit the effects (Events,
+// pod conditions, evictions, nominations) collected meanwhile.
 //
 // One lock guards the ledger and the book: a gang's admission decision reads every node and every
 // other gang's reservation, and two gangs deciding at once on the same free capacity is exactly
 // the deadlock lockstep exists to prevent. Filter of ordinary pods only reads, under the shared
 // lock.
 type Manager struct {
-	cfg        Config
-	binder     Binder
-	getPod     PodGetter
-	recorder   record.EventRecorder
-	metrics    *Metrics
-	conditions *conditionQueue
-	now        func() time.Time
-	stop       chan struct{}
-	stopOnce   sync.Once
+	cfg      Config
+	rules    decide.Rules
+	binder   Binder
+	getPod   PodGetter
+	recorder record.EventRecorder
+	metrics  *Metrics
+	now      func() time.Time
+	stop     chan struct{}
+	stopOnce sync.Once
 
-	mu     sync.RWMutex
-	ledger *ledger
-	book   *reservationBook
-	// evictRefused is when each pod's eviction was last refused (see victimUnitsLocked).
+	mu          sync.RWMutex
+	ledger      *ledger
+	book        *reservationBook
+	snapshots   *snapshots
+	wake        *waker
+	nominations *nominations
+	// evictRefused is when each pod's eviction was last refused (decide.EvictRefusedFor).
 	evictRefused map[types.UID]time.Time
 	// strandedLook is when wakeStrandedLocked last looked.
 	strandedLook time.Time
-	// recalls are the new reservations, by gang, with members lockstep had turned away
-	// (recallParkedLocked).
-	recalls map[string]*reservation
 }
 
 // NewManager builds a manager. recorder and metrics may be nil.
@@ -146,23 +149,29 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 	if recorder == nil {
 		recorder = &record.FakeRecorder{}
 	}
+	cfg = cfg.withDefaults()
 	m := &Manager{
-		cfg:        cfg.withDefaults(),
-		binder:     binder,
-		getPod:     getPod,
-		recorder:   recorder,
-		metrics:    metrics,
-		conditions: newConditionQueue(metrics),
-		now:        time.Now,
-		stop:       make(chan struct{}),
-		ledger:     newLedger(cfg.Reader, cfg.Tiers),
+		cfg:      cfg,
+		binder:   binder,
+		getPod:   getPod,
+		recorder: recorder,
+		metrics:  metrics,
+		now:      time.Now,
+		stop:     make(chan struct{}),
+		ledger:   newLedger(cfg.Reader, cfg.Tiers),
 
 		evictRefused: map[types.UID]time.Time{},
-		recalls:      map[string]*reservation{},
 	}
-	m.book = newReservationBook(m.onExpired, m.withdrawReleasedLocked)
+	m.rules = decide.Rules{DefaultWaitingTime: cfg.DefaultWaitingTime, StarvationThreshold: cfg.StarvationThreshold,
+		Tiers: cfg.Tiers, MayEvict: cfg.Evicter != nil, NoPriorityPreemption: cfg.NoPriorityPreemption,
+		NoExtrasTakeBack: cfg.NoExtrasTakeBack, QueueReclaim: cfg.QueueReclaim}
+	m.nominations = &nominations{ledger: m.ledger, to: cfg.Nominator}
+	m.book = newReservationBook(m.onExpired, m.nominations.withdrawReleased)
+	m.snapshots = &snapshots{ledger: m.ledger, book: m.book, rules: m.rules, now: func() time.Time { return m.now() },
+		evictRefused: m.evictRefused, snap: newSnapshot()}
+	m.wake = newWaker(m.ledger, m.book, metrics)
 	go m.sweepExpired()
-	go m.conditions.run(m.stop)
+	go m.wake.conditions.run(m.stop)
 	return m
 }
 
@@ -172,6 +181,13 @@ func (m *Manager) locked(decide func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	decide()
+}
+
+// reading runs read under the manager's shared lock, as locked does under the lock.
+func (m *Manager) reading(read func()) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	read()
 }
 
 // Stop ends the manager's background sweep and condition writes; the manager answers calls no
@@ -184,27 +200,27 @@ func (m *Manager) Stop() { m.stopOnce.Do(func() { close(m.stop) }) }
 // became invalid.
 func (m *Manager) UpsertNode(node *corev1.Node) {
 	var fx effects
-	m.mu.Lock()
-	var before error
-	if n, ok := m.ledger.nodes[node.Name]; ok {
-		before = n.topoErr
-	}
-	m.ledger.upsertNode(node)
-	m.reportTopologyLocked(node, before, &fx)
-	m.mu.Unlock()
-	m.apply(&fx)
+	m.locked(func() {
+		var before error
+		if n, ok := m.ledger.nodes[node.Name]; ok {
+			before = n.topoErr
+		}
+		m.ledger.upsertNode(node)
+		fx.topologyProblem(m.ledger.nodes[node.Name], node, before)
+	})
+	m.emit(&fx)
 }
 
 // DeleteNode forgets a node's capacity.
 func (m *Manager) DeleteNode(name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ledger.deleteNode(name)
-	// A starving gang's hold waits for capacity to free on its nodes; on a node gone it never
-	// would. Let it go: the next sweep plans the gang's hold afresh on the nodes there are.
-	if h := m.liveHold(m.book.holder()); h != nil && slices.ContainsFunc(h.slots, func(s *slot) bool { return s.node == name }) {
-		m.book.release(h)
-	}
+	m.locked(func() {
+		m.ledger.deleteNode(name)
+		// A starving gang's hold waits for capacity to free on its nodes; on a node gone it never
+		// would. Let it go: the next sweep plans the gang's hold afresh on the nodes there are.
+		if h := m.book.hold(m.book.holder()); h != nil && slices.ContainsFunc(h.slots, func(s *slot) bool { return s.node == name }) {
+			m.book.release(h)
+		}
+	})
 }
 
 // UpsertPod records a pod's latest version.
@@ -212,70 +228,66 @@ func (m *Manager) UpsertPod(pod *corev1.Pod) {
 	m.upsertInfo(newPodInfo(pod, m.ledger.read))
 }
 
-// upsertInfo takes in a pod's summary, waking its gang if it is a member the gang was waiting for.
+// upsertInfo takes in a pod's summary. A member's first arrival wakes a gang that turned members
+// away for lack of members; a member the scheduler turned away has its gang's wait recorded.
 func (m *Manager) upsertInfo(info *podInfo) *podInfo {
 	var fx effects
 	var p *podInfo
 	m.locked(func() {
-		prev, known := m.ledger.pods[info.uid]
+		prev, known := m.ledger.pods[info.UID]
 		turnedAway := info.condition != "" && (!known || prev.condition != info.condition)
 		p = m.ledger.upsertInfo(info)
-		if !known {
-			m.memberArrivedLocked(p, &fx)
+		if g := m.ledger.gangOf(p); g != nil && !known && !p.Terminal {
+			m.memberArrivedLocked(p, g, &fx)
 		}
 		if turnedAway {
 			m.noteTurnedAwayLocked(p, &fx)
 		}
 	})
-	m.apply(&fx)
+	m.emit(&fx)
 	return p
 }
 
 // memberArrivedLocked wakes a gang that turned members away for lack of members, now that one
 // more exists: its oldest waiting member comes back to filter and plans the quorum.
-func (m *Manager) memberArrivedLocked(p *podInfo, fx *effects) {
-	g := m.ledger.gangOf(p)
-	if g == nil || p.terminal {
-		return
-	}
+func (m *Manager) memberArrivedLocked(p *podInfo, g *gangInfo, fx *effects) {
 	g.arrivals.noteArrival(m.now())
 	if !g.lackedMembers {
 		return
 	}
 	g.lackedMembers = false
-	m.wakeLocked(g, wellknown.ConditionReasonMemberArrived, fmt.Sprintf("member %s was created; gang %s is being planned again", p.key(), g.key), fx)
+	m.wake.gang(g, wellknown.ConditionReasonMemberArrived, fmt.Sprintf("member %s was created; gang %s is being planned again", p.Key(), g.key), fx)
 }
 
 // DeletePod forgets a pod. A departed member's slot goes back to its gang's pool, and a gang left
 // with no members gives its reservation up at once.
 func (m *Manager) DeletePod(uid types.UID) {
 	var fx effects
-	m.mu.Lock()
-	m.deletePodLocked(uid, &fx)
-	m.mu.Unlock()
-	m.apply(&fx)
+	m.locked(func() {
+		p := m.ledger.deletePod(uid, m.now())
+		if p == nil {
+			return
+		}
+		if g := m.ledger.gangOf(p); g != nil {
+			m.memberLeftLocked(g, uid, &fx)
+		}
+	})
+	m.emit(&fx)
 }
 
-func (m *Manager) deletePodLocked(uid types.UID, fx *effects) {
-	p := m.ledger.deletePod(uid, m.now())
-	if p == nil {
-		return
-	}
-	key := gangKeyOf(p)
-	g, ok := m.ledger.gangs[key]
-	if !ok {
-		return
-	}
-	if res := m.liveHold(key); res != nil && len(g.members) == 0 {
+// memberLeftLocked gives the slot of a departed member back to its gang's pool, and forgets a
+// gang left with no members along with its reservation.
+func (m *Manager) memberLeftLocked(g *gangInfo, uid types.UID, fx *effects) {
+	if res := m.book.hold(g.key); res != nil && len(g.members) == 0 {
 		m.book.release(res)
 	}
-	if res := m.book.live(key); res != nil && res.state == reserving {
+	if res := m.book.live(g.key); res != nil && res.state == decide.Reserving {
 		res.unclaim(uid)
 		if len(g.members) == 0 {
 			m.book.release(res)
-			m.capacityFreedLocked(key, fx)
+			m.wake.capacityFreed(g.key, fx)
 		}
-	} else if res != nil && res.state == committing {
+	} else if res != nil && res.state == decide.Committing {
 		// A binding for a pod that is gone can only fail; stop it rather than spend the
 		// commit's time and the client's rate limit retrying it.
 		if s := res.slotOf(uid); s != nil && s.cancel != nil {
@@ -283,8 +295,8 @@ func (m *Manager) deletePodLocked(uid types.UID, fx *effects) {
 		}
 	}
 	if len(g.members) == 0 {
-		delete(m.ledger.gangs, key)
-		m.unwantLocked(key)
+		m.ledger.forgetGang(g.key)
+		m.ledger.quota.Unwant(g.key)
 	}
 }
 
@@ -313,20 +325,12 @@ func (m *Manager) DeleteGroup(key, namespace, name string) {
 
 func (m *Manager) updateGroup(r GroupRules, exists bool) {
 	var fx effects
-	m.mu.Lock()
 	gangKey := r.Namespace + "/" + r.Name
-	if g := m.ledger.setGroup(r.Key, gangKey, groupRules{r.Spec, r.Err}, exists); g != nil && exists {
-		m.wakeLocked(g, wellknown.ConditionReasonRulesChanged, r.Key+" was created or changed; gang "+gangKey+" is being planned again", &fx)
-	}
-	m.mu.Unlock()
+	m.locked(func() {
+		if g := m.ledger.setGroup(r.Key, gangKey, groupRules{r.Spec, r.Err}, exists); g != nil && exists {
+			m.wake.gang(g, wellknown.ConditionReasonRulesChanged, r.Key+" was created or changed; gang "+gangKey+" is being planned again", &fx)
+		}
+	})
 	fx.touched(gangKey)
-	m.apply(&fx)
-}
-
-// waitingTime is how long a gang's reservation lives.
-func (m *Manager) waitingTime(spec *gangspec.Spec) time.Duration {
-	if spec.WaitingTime > 0 {
-		return spec.WaitingTime
-	}
-	return m.cfg.DefaultWaitingTime
+	m.emit(&fx)
 }

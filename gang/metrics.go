@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lockstep-sched/lockstep/decide"
 	"github.com/lockstep-sched/lockstep/placement"
 
 	"github.com/lockstep-sched/lockstep/views"
@@ -142,7 +143,7 @@ func (mt *Metrics) observeWait(d time.Duration) {
 	}
 }
 
-func (mt *Metrics) observeEviction(cause evictKind, err error) {
+func (mt *Metrics) observeEviction(cause decide.CauseKind, err error) {
 	if mt == nil {
 		return
 	}
@@ -204,9 +205,9 @@ func (c *gangCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, phase := range views.Phases {
 		counts[phase] = 0
 	}
-	c.m.mu.RLock()
-	gangs, gpus := c.m.gangsLocked("")
-	c.m.mu.RUnlock()
+	var gangs []views.GangStatus
+	var gpus int64
+	c.m.reading(func() { gangs, gpus = c.m.report().gangs("", nil) })
 	slots := 0
 	for _, g := range gangs {
 		counts[g.Phase]++

@@ -1,12 +1,7 @@
 package gang
 
 import (
-	"fmt"
 	"sort"
-
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/lockstep-sched/lockstep/wellknown"
 
 	"github.com/lockstep-sched/lockstep/views"
 )
@@ -30,16 +25,4 @@ func (m *Manager) Nodes(onlyProblems bool) []views.NodeStatus {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-// reportTopologyLocked writes an Event on the node when its topology annotation became invalid or
-// its error changed: once per error, not on every informer update of the node.
-func (m *Manager) reportTopologyLocked(node *corev1.Node, before error, fx *effects) {
-	n := m.ledger.nodes[node.Name]
-	if n == nil || n.topoErr == nil || (before != nil && before.Error() == n.topoErr.Error()) {
-		return
-	}
-	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
-	fx.nodeEvent(ref, corev1.EventTypeWarning, wellknown.ReasonGPUTopologyInvalid, fmt.Sprintf(
-		"annotation %s is not usable: %v; lockstep uses the %s topology instead", wellknown.AnnotationGPUTopology, n.topoErr, n.topoSource))
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-sched/lockstep/decide"
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/placement"
 )
@@ -35,24 +36,25 @@ func (m *Manager) Preempt(pod *corev1.Pod, candidates map[string][]types.UID) Pr
 	ms := readMembership(m.cfg.Reader, pod)
 	if ms.Gang != "" {
 		// No node took this member in the scheduler's eyes, so lockstep's filter never saw it:
-		// its gang is planned here instead, gang preemption included (victims.go).
+		// its gang is planned here instead, gang preemption included (package decide).
 		m.admitForPreemption(pod, ms)
 	}
 	req := placement.PodRequests(pod)
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := PreemptResult{Dropped: make(map[string]string)}
-	v, refused := m.preemptorView(pod, ms)
-	if refused != "" {
+	r := &review{ledger: m.ledger, rs: m.book.reservations()}
+	var refused string
+	if r.v, refused = r.preemptorView(pod, ms); refused != "" {
 		klog.V(2).InfoS("Preemption refused", "pod", klog.KObj(pod), "candidates", len(candidates), "reason", refused)
 		for node := range candidates {
 			out.Dropped[node] = refused
 		}
 		return out
 	}
-	held, _ := m.book.held(v)
+	r.held, _ = r.rs.Held(r.v)
 	for node, victims := range candidates {
-		reason := m.whyNotEvict(req, node, victims, v, held)
+		reason := r.whyNotEvict(req, node, victims)
 		if reason == "" {
 			out.Kept = append(out.Kept, node)
 			continue
@@ -64,43 +66,77 @@ func (m *Manager) Preempt(pod *corev1.Pod, candidates map[string][]types.UID) Pr
 	return out
 }
 
+// admitForPreemption is kube-scheduler's preemption reaching lockstep for a member of a gang
+// without its quorum (its preempt verb): no node passed the scheduler's own filters for the pod,
+// so lockstep's filter never saw it. A gang with no reservation is planned here as filter would
+// plan it, on free capacity, then by taking over lower-priority reservations, then by evicting,
+// with no node ruled out for the member. The scheduler itself evicts nothing for such a pod (see
+// Preempt). A pod deleted meanwhile is not taken back in (takeInFromScheduler).
+func (m *Manager) admitForPreemption(pod *corev1.Pod, ms gangspec.Membership) {
+	info := newPodInfoOf(pod, ms)
+	var fx effects
+	m.locked(func() {
+		p, err := m.ledger.takeInFromScheduler(info)
+		if err != nil || !m.snapshots.current().PlansForPreemption(&p.Pod) {
+			return
+		}
+		g := m.ledger.gangOf(p)
+		fx.touched(g.key)
+		m.catchUpExpiryLocked(g, &fx)
+		s := m.snapshots.current()
+		m.applyAdmissionLocked(p, g, s.Admit(s.Pods[p.UID], nil), &fx)
+	})
+	m.emit(&fx)
+}
+
+// review is the check of the scheduler's preemption candidates for one pod: which reservations its
+// filter respects (v), what they hold per node, and the ledger the victims are read from. It only
+// reads, under the shared lock.
+type review struct {
+	ledger *ledger
+	rs     decide.Reservations
+	v      decide.View
+	held   map[string]placement.Resources
+}
+
 // preemptorView is the view of reservations the pod's filter respects (filterFree's), or why
 // lockstep lets the scheduler evict nothing for it.
-func (m *Manager) preemptorView(pod *corev1.Pod, ms gangspec.Membership) (view, string) {
+func (r *review) preemptorView(pod *corev1.Pod, ms gangspec.Membership) (decide.View, string) {
 	if ms.Gang == "" {
-		return above("", podPriority(pod)), ""
+		return decide.Above("", podPriority(pod)), ""
 	}
 	key := pod.Namespace + "/" + ms.Gang
-	if g := m.ledger.gangs[key]; g != nil {
-		if spec, _ := g.reference(); spec != nil && g.satisfied(spec) {
-			return above(key, g.priority()), ""
+	if g := r.ledger.gangs[key]; g != nil {
+		view := g.view()
+		if spec, _ := view.Reference(); spec != nil && view.Satisfied(spec) {
+			return decide.Above(key, view.Priority()), ""
 		}
 	}
-	return view{}, fmt.Sprintf("gang %s has no quorum bound: lockstep places its members together, and lets the scheduler evict nothing for one of them", key)
+	return decide.View{}, fmt.Sprintf("gang %s has no quorum bound: lockstep places its members together, and lets the scheduler evict nothing for one of them", key)
 }
 
 // whyNotEvict says why the scheduler may not evict victims to make room for req on node; "" when
-// it may. held is what the reservations v respects hold, per node.
-func (m *Manager) whyNotEvict(req placement.Resources, node string, victims []types.UID, v view, held map[string]placement.Resources) string {
+// it may.
+func (r *review) whyNotEvict(req placement.Resources, node string, victims []types.UID) string {
 	if len(victims) == 0 {
 		// The scheduler refuses a kept candidate without victims; it never sends one.
 		return "no victims named"
 	}
-	if reason := m.whyNotEvictUnbound(victims); reason != "" {
+	if reason := r.unbound(victims); reason != "" {
 		return reason
 	}
-	evicted := m.boundVictims(victims)
-	if reason := m.whyNotEvictMembers(evicted); reason != "" {
+	evicted := r.bound(victims)
+	if reason := r.members(evicted); reason != "" {
 		return reason
 	}
 	var state placement.NodeState
-	m.ledger.readNodeState(&state, node, held)
+	r.ledger.readNodeState(&state, node, r.held)
 	for _, p := range evicted {
-		if p.node == node {
-			state.Free = state.Free.Add(p.requests)
+		if p.Node == node {
+			state.Free = state.Free.Add(p.Requests)
 		}
 	}
-	reason, refusal := placement.WhyNot(req, node, &state, func(node string) string { return m.book.holders(node, v) })
+	reason, refusal := placement.WhyNot(req, node, &state, func(node string) string { return r.rs.Holders(node, r.v) })
 	switch refusal {
 	case placement.Fits:
 		return ""
@@ -110,42 +146,42 @@ func (m *Manager) whyNotEvict(req placement.Resources, node string, victims []ty
 	return "the pod does not fit even with its victims evicted: " + reason
 }
 
-// whyNotEvictUnbound refuses victims that are gang members lockstep has not seen bound: the
-// scheduler counts a member on its node from the moment it sends it to bind, and lockstep holds
-// it there until its quorum commits. Evicting it would take a member from a gang mid-commit, or
-// from a reservation, and leave the gang partial or short.
-func (m *Manager) whyNotEvictUnbound(victims []types.UID) string {
+// unbound refuses victims that are gang members lockstep has not seen bound: the scheduler counts
+// a member on its node from the moment it sends it to bind, and lockstep holds it there until its
+// quorum commits. Evicting it would take a member from a gang mid-commit, or from a reservation,
+// and leave the gang partial or short.
+func (r *review) unbound(victims []types.UID) string {
 	for _, uid := range victims {
-		if p, ok := m.ledger.pods[uid]; ok && !p.holds() && gangKeyOf(p) != "" && !p.terminal {
-			return fmt.Sprintf("gang %s: member %s is on its way to bind with its gang's quorum; evicting it would leave the gang partial", gangKeyOf(p), p.key())
+		if p, ok := r.ledger.pods[uid]; ok && !p.Holds() && p.Gang != "" && !p.Terminal {
+			return fmt.Sprintf("gang %s: member %s is on its way to bind with its gang's quorum; evicting it would leave the gang partial", p.Gang, p.Key())
 		}
 	}
 	return ""
 }
 
-// boundVictims are the victims lockstep knows bound to a node, on whichever node its record has
-// them: evicting a gang member breaks its gang wherever it runs, but frees only its own node.
-func (m *Manager) boundVictims(victims []types.UID) []*podInfo {
+// bound are the victims lockstep knows bound to a node, on whichever node its record has them:
+// evicting a gang member breaks its gang wherever it runs, but frees only its own node.
+func (r *review) bound(victims []types.UID) []*podInfo {
 	var out []*podInfo
 	for _, uid := range victims {
-		if p, ok := m.ledger.pods[uid]; ok && p.holds() {
+		if p, ok := r.ledger.pods[uid]; ok && p.Holds() {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-// whyNotEvictMembers says which gang evicting the pods would leave partial, and how; "" when none.
-func (m *Manager) whyNotEvictMembers(evicted []*podInfo) string {
+// members says which gang evicting the pods would leave partial, and how; "" when none.
+func (r *review) members(evicted []*podInfo) string {
 	byGang := map[string][]*podInfo{}
 	for _, p := range evicted {
-		if key := gangKeyOf(p); key != "" {
-			byGang[key] = append(byGang[key], p)
+		if p.Gang != "" {
+			byGang[p.Gang] = append(byGang[p.Gang], p)
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(byGang)) {
-		if g := m.ledger.gangs[key]; g != nil {
-			if reason := m.whyNotEvictFrom(g, byGang[key]); reason != "" {
+		if g := r.ledger.gangs[key]; g != nil {
+			if reason := r.from(g, byGang[key]); reason != "" {
 				return reason
 			}
 		}
@@ -153,41 +189,35 @@ func (m *Manager) whyNotEvictMembers(evicted []*podInfo) string {
 	return ""
 }
 
-// whyNotEvictFrom says why the evicted members may not leave gang g: its quorum would no longer be
-// bound, its commit is binding it, or its rules are unknown, so lockstep cannot tell.
-func (m *Manager) whyNotEvictFrom(g *gangInfo, evicted []*podInfo) string {
+// from says why the evicted members may not leave gang g: its quorum would no longer be bound,
+// its commit is binding it, or its rules are unknown, so lockstep cannot tell.
+func (r *review) from(g *gangInfo, evicted []*podInfo) string {
 	names := make([]string, len(evicted))
 	for i, p := range evicted {
-		names[i] = p.key()
+		names[i] = p.Key()
 	}
 	who := strings.Join(names, ", ")
-	spec, _ := g.reference()
+	view := g.view()
+	spec, _ := view.Reference()
 	if spec == nil {
 		return fmt.Sprintf("gang %s: its rules are unknown, so lockstep cannot tell whether evicting %s leaves it whole", g.key, who)
 	}
-	if res := m.book.live(g.key); res != nil && res.state == committing {
+	if res := r.rs[g.key]; res != nil && res.State == decide.Committing {
 		return fmt.Sprintf("gang %s is binding its quorum; evicting %s would leave it partial", g.key, who)
 	}
-	if !g.satisfied(spec) {
+	if !view.Satisfied(spec) {
 		return ""
 	}
-	left := g.counted(spec)
+	left := view.Counted(spec)
 	for _, p := range evicted {
-		if !p.going() { // one going is not counted already
-			left.remove(p)
+		if !p.Going() { // one going is not counted already
+			leaving := p.Pod
+			left.Remove(&leaving)
 		}
 	}
-	if left.meets(spec) {
+	if left.Meets(spec) {
 		return ""
 	}
 	return fmt.Sprintf("gang %s: evicting %s would leave %d bound of its min-available %d%s; lockstep never lets a bound gang fall below its quorum",
-		g.key, who, left.total, spec.MinAvailable, left.tasksLacking(spec))
-}
-
-// remove takes a counted member that is to be evicted back out of the tally: add, undone.
-func (t *tally) remove(p *podInfo) {
-	t.total--
-	if p.task != "" {
-		t.byTask[p.task]--
-	}
+		g.key, who, left.Total, spec.MinAvailable, left.TasksLacking(spec))
 }

@@ -65,7 +65,7 @@ func (e *env) requireWaits(pods []*corev1.Pod, want string) {
 
 func (e *env) queueView(name string) QueueView {
 	e.t.Helper()
-	v, ok := e.m.Queue(quota.Key(volcanoQueue, name))
+	v, ok := queueView(e.m, quota.Key(volcanoQueue, name))
 	require.True(e.t, ok, "queue %s unknown", name)
 	return v
 }
@@ -203,11 +203,11 @@ func TestQuotaCreatedAfterItsPodsCountsThem(t *testing.T) {
 	require.NoError(t, e.bind(p, e.place(p)))
 	q := quota.Queue{Kind: "ElasticQuota", Name: "default/q", Namespace: "default", Weight: 1, State: quota.Open}
 	e.m.SetQueue(q)
-	v, ok := e.m.Queue(q.Key())
+	v, ok := queueView(e.m, q.Key())
 	require.True(t, ok)
 	assert.Equal(t, int64(2), v.Used.GPU)
 	e.m.DeleteQueue(q.Key())
-	_, ok = e.m.Queue(q.Key())
+	_, ok = queueView(e.m, q.Key())
 	assert.False(t, ok, "a deleted quota no pod counts toward is forgotten")
 }
 
@@ -313,7 +313,7 @@ func TestKoordinatorQuotaLabelHoldsThePodsThatNameIt(t *testing.T) {
 		e.add(p)
 		require.NoError(t, e.bind(p, e.place(p)))
 	}
-	v, ok := e.m.Queue(quota.Key(koordinatorQuota, "gpu-team"))
+	v, ok := queueView(e.m, quota.Key(koordinatorQuota, "gpu-team"))
 	require.True(t, ok)
 	assert.Equal(t, int64(2), v.Used.GPU)
 	third := builders.Pod("default", "p-2").GPU(1).Label(wellknown.LabelKoordinatorQuotaName, "gpu-team").Obj()
@@ -343,7 +343,7 @@ func TestKoordinatorNamespaceQuotaHoldsGangWhole(t *testing.T) {
 	e.requireWaits(three, "gang team-a/three waits for its queue: Koordinator ElasticQuota team-a: nvidia.com/gpu would go over its limit of 2: it holds 0 and gang team-a/three's quorum asks 3 more")
 	two := gang("two", 2)
 	e.bindQuorum(two)
-	v, ok := e.m.Queue(quota.Key(koordinatorQuota, "team-a"))
+	v, ok := queueView(e.m, quota.Key(koordinatorQuota, "team-a"))
 	require.True(t, ok)
 	assert.Equal(t, int64(2), v.Used.GPU)
 }
@@ -357,16 +357,16 @@ func TestKoordinatorDefaultQuotaTakesTheRest(t *testing.T) {
 	require.NoError(t, e.bind(early, e.place(early)))
 	e.m.SetQueue(koordinatorGPUQuota("team-a", 1, "team-a"))
 	e.m.SetQueue(koordinatorGPUQuota("koordinator-default-quota", 2, quota.AllNamespaces))
-	def, ok := e.m.Queue(quota.Key(koordinatorQuota, "koordinator-default-quota"))
+	def, ok := queueView(e.m, quota.Key(koordinatorQuota, "koordinator-default-quota"))
 	require.True(t, ok)
 	assert.Equal(t, int64(1), def.Used.GPU, "the pod bound before counts")
 	mine := builders.Pod("team-a", "mine").GPU(1).Obj()
 	e.add(mine)
 	require.NoError(t, e.bind(mine, e.place(mine)))
-	v, _ := e.m.Queue(quota.Key(koordinatorQuota, "team-a"))
+	v, _ := queueView(e.m, quota.Key(koordinatorQuota, "team-a"))
 	assert.Equal(t, int64(1), v.Used.GPU)
 	e.m.DeleteQueue(quota.Key(koordinatorQuota, "koordinator-default-quota"))
-	_, ok = e.m.Queue(quota.Key(koordinatorQuota, "koordinator-default-quota"))
+	_, ok = queueView(e.m, quota.Key(koordinatorQuota, "koordinator-default-quota"))
 	assert.False(t, ok, "its pods are resolved again: none counts toward it")
 }
 

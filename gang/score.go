@@ -4,7 +4,10 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-sched/lockstep/decide"
+	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
 
@@ -28,7 +31,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 		p = newPodInfo(pod, m.cfg.Reader)
 	}
 	g := m.ledger.gangOf(p)
-	if node := m.reservedNode(g, p); node != "" {
+	if node := reservedNode(m.book, g, p.UID); node != "" {
 		for i, n := range nodes {
 			if n == node {
 				scores[i] = wellknown.MaxScore
@@ -36,21 +39,25 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 		}
 		return scores
 	}
-	if p.requests.GPU == 0 {
+	if p.Requests.GPU == 0 {
 		return scores
 	}
 	var mates map[string]bool
 	if g != nil {
 		mates = map[string]bool{}
 		for _, q := range g.members {
-			if q.holds() {
-				mates[q.node] = true
+			if q.Holds() {
+				mates[q.Node] = true
 			}
 		}
 	}
-	reserved, _ := m.book.held(above(gangKeyOf(p), p.priority))
-	near := m.nearMates(mates)
-	var memo scoreMemo
+	var reserved map[string]placement.Resources
+	if !m.book.empty() {
+		// Most calls find no reservation: the copy of the book would be all they allocate.
+		reserved, _ = m.book.reservations().Held(decide.Above(p.Gang, p.Priority))
+	}
+	near := nearMates(len(m.cfg.Tiers), m.ledger.nodes, mates)
+	var memo decide.ScoreMemo
 	for i, name := range nodes {
 		n, ok := m.ledger.nodes[name]
 		if !ok || n.allocatable.GPU == 0 {
@@ -65,7 +72,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 		if len(reserved) > 0 {
 			held = reserved[name].GPU
 		}
-		scores[i] = int64(memo.gpuScore(n, p.requests.GPU, held))
+		scores[i] = int64(memo.Score(n.gpuState(), p.Requests.GPU, held))
 		if near != nil {
 			scores[i] = near.score(n, scores[i])
 		}
@@ -77,16 +84,17 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 // quorum prefers the narrowest of them, so the gang's traffic stays inside it.
 type mateDomains []map[string]bool
 
-// nearMates is nil without tiers or mates.
-func (m *Manager) nearMates(mates map[string]bool) mateDomains {
-	if len(m.cfg.Tiers) == 0 || len(mates) == 0 {
+// nearMates are the domains of the nodes holding mates at each of tiers tiers; nil without tiers
+// or mates.
+func nearMates(tiers int, nodes map[string]*nodeInfo, mates map[string]bool) mateDomains {
+	if tiers == 0 || len(mates) == 0 {
 		return nil
 	}
-	out := make(mateDomains, len(m.cfg.Tiers))
+	out := make(mateDomains, tiers)
 	for i := range out {
 		out[i] = map[string]bool{}
 		for node := range mates {
-			if n := m.ledger.nodes[node]; n != nil && i < len(n.domains) {
+			if n := nodes[node]; n != nil && i < len(n.domains) {
 				out[i][n.domains[i]] = true
 			}
 		}
@@ -109,12 +117,12 @@ func (d mateDomains) score(n *nodeInfo, gpu int64) int64 {
 }
 
 // reservedNode is the node a member's gang holds for it, "" when none.
-func (m *Manager) reservedNode(g *gangInfo, p *podInfo) string {
+func reservedNode(book *reservationBook, g *gangInfo, uid types.UID) string {
 	if g == nil {
 		return ""
 	}
-	if res := m.liveReservation(g.key); res != nil {
-		if s := res.slotFor(p.uid); s != nil {
+	if res := book.reserving(g.key); res != nil {
+		if s := res.slotFor(uid); s != nil {
 			return s.node
 		}
 	}

@@ -120,7 +120,11 @@ func TestPrioritizeMemoAndReusedScores(t *testing.T) {
 		e.m.mu.RLock()
 		for i, name := range names {
 			n := e.m.ledger.nodes[name]
-			require.Equal(t, int64(n.gpuScore(k, 0)), scores[i], "%d GPUs on %s", k, name)
+			want := 0
+			if n.topo != nil {
+				want = n.topo.Score(n.gpuState().FreeIndices(0), int(k))
+			}
+			require.Equal(t, int64(want), scores[i], "%d GPUs on %s", k, name)
 		}
 		e.m.mu.RUnlock()
 	}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lockstep-sched/lockstep/decide"
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/placement"
 
@@ -15,19 +16,30 @@ import (
 func (m *Manager) Status(namespace string) []views.GangStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out, _ := m.gangsLocked(namespace)
+	out, _ := m.report().gangs(namespace, m.snapshots.ofGangs().Places())
 	return out
 }
 
-// gangsLocked is Status, with the GPUs the listed gangs' reservations hold for their members.
-func (m *Manager) gangsLocked(namespace string) (out []views.GangStatus, reservedGPUs int64) {
+// report is the /debug views' reading of the live state, under the shared lock.
+func (m *Manager) report() report {
+	return report{ledger: m.ledger, book: m.book, rules: m.rules}
+}
+
+type report struct {
+	ledger *ledger
+	book   *reservationBook
+	rules  decide.Rules
+}
+
+// gangs is Status, each gang with its place in line from places, and the GPUs the listed gangs'
+// reservations hold for their members (lockstep_reserved_gpus).
+func (r report) gangs(namespace string, places map[string]*views.LineStatus) (out []views.GangStatus, reservedGPUs int64) {
 	out = []views.GangStatus{}
-	places := m.placesLocked()
-	for _, g := range m.ledger.gangs {
+	for _, g := range r.ledger.gangs {
 		if namespace != "" && g.namespace != namespace {
 			continue
 		}
-		st, reserved := m.gangStatusLocked(g)
+		st, reserved := r.gang(g)
 		st.Line = places[g.key]
 		out = append(out, st)
 		reservedGPUs += reserved
@@ -41,35 +53,36 @@ func (m *Manager) gangsLocked(namespace string) (out []views.GangStatus, reserve
 	return out, reservedGPUs
 }
 
-// gangStatusLocked is the debug summary of one gang, owned by the gang's own records.
-func (m *Manager) gangStatusLocked(g *gangInfo) (st views.GangStatus, reservedGPUs int64) {
-	st = views.GangStatus{Namespace: g.namespace, Name: g.name, Bound: g.boundCount(), Reason: g.lastReason, Attempts: g.attempts, ExtrasTakenBack: g.extrasTaken, Priority: g.priority(),
-		ReservationTakenBy: g.takenBy}
-	spec, refPod := g.reference()
+// gang is the debug summary of one gang, and the GPUs its reservation holds for its members.
+func (r report) gang(g *gangInfo) (st views.GangStatus, reservedGPUs int64) {
+	view := g.view()
+	st = views.GangStatus{Namespace: g.namespace, Name: g.name, Bound: view.BoundCount(), Reason: g.lastReason, Attempts: g.attempts,
+		ExtrasTakenBack: g.extrasTaken, Priority: view.Priority(), ReservationTakenBy: g.takenBy}
+	spec, _ := view.Reference()
 	if spec != nil {
 		st.Source, st.MinAvailable, st.TotalNumber = spec.Source, spec.MinAvailable, spec.TotalNumber
 		st.TaskQuorums, st.Group, st.MatchPolicy, st.Mode = spec.TaskQuorums(), spec.Bundle, string(spec.Policy), spec.Mode
-		st.WaitingTime = m.waitingTime(spec).String()
+		st.WaitingTime = decide.WaitingTime(r.rules, spec).String()
 	}
-	if oldest := g.oldest(); oldest != nil {
-		st.Queue = oldest.queue
+	if len(view.Members) > 0 {
+		st.Queue = view.Oldest().Queue
 	}
-	res := m.book.live(g.key)
-	st.Phase = phaseOf(g, spec, res)
-	if res != nil && (res.state == reserving || res.state == holding) {
+	res := r.book.live(g.key)
+	st.Phase = phaseOf(view, spec, res)
+	if res != nil && (res.state == decide.Reserving || res.state == decide.Holding) {
 		expires := res.expires
 		st.ReservationExpires = &expires
 	}
 	if c := g.lastCommit; c != nil {
 		st.LastCommit = c.status()
 	}
-	for _, p := range g.sortedMembers() {
-		mb, reserved := memberStatus(p, spec, refPod, res)
+	for _, p := range view.Members {
+		mb, reserved := memberStatus(p, g.members[p.UID], view, res)
 		st.Members = append(st.Members, mb)
 		reservedGPUs += reserved
 	}
-	st.Topology = g.topology().String()
-	st.Domains = m.domainsOf(st.Members)
+	st.Topology = view.Topology()
+	st.Domains = r.domains(st.Members)
 	if st.Reason == "" {
 		st.Reason = "no member has reached lockstep's filter yet"
 		for _, mb := range st.Members {
@@ -82,17 +95,17 @@ func (m *Manager) gangStatusLocked(g *gangInfo) (st views.GangStatus, reservedGP
 	return st, reservedGPUs
 }
 
-func phaseOf(g *gangInfo, spec *gangspec.Spec, res *reservation) views.Phase {
+func phaseOf(g *decide.Gang, spec *gangspec.Spec, res *reservation) views.Phase {
 	switch {
-	case spec != nil && g.satisfied(spec):
+	case spec != nil && g.Satisfied(spec):
 		return views.PhaseBound
-	case res != nil && res.state == committing:
+	case res != nil && res.state == decide.Committing:
 		return views.PhaseBinding
-	case res != nil && res.state == holding:
+	case res != nil && res.state == decide.Holding:
 		return views.PhaseHolding
 	case res != nil:
 		return views.PhaseReserving
-	case g.timedOut:
+	case g.TimedOut:
 		return views.PhaseTimedOut
 	default:
 		return views.PhaseWaiting
@@ -106,36 +119,60 @@ func (c *commitRecord) status() *views.CommitStatus {
 	}
 }
 
-// memberStatus is one member as /debug/gangs shows it; spec and refPod are its gang's.
-// reserved is the GPUs the member's reservation holds for it, counted by lockstep_reserved_gpus.
-func memberStatus(p *podInfo, spec *gangspec.Spec, refPod *podInfo, res *reservation) (mb views.MemberStatus, reserved int64) {
-	mb = views.MemberStatus{Pod: p.key(), Requests: p.requests.String(), State: "Pending"}
+// memberStatus is one member as /debug/gangs shows it: p as its gang's view g has it, live its
+// record. reserved is the GPUs the member's reservation holds for it.
+func memberStatus(p *decide.Pod, live *podInfo, g *decide.Gang, res *reservation) (mb views.MemberStatus, reserved int64) {
+	mb = views.MemberStatus{Pod: p.Key(), Requests: p.Requests.String(), State: "Pending"}
 	var s *slot
 	if res != nil {
-		s = res.slotFor(p.uid)
+		s = res.slotFor(p.UID)
 	}
 	switch {
-	case p.terminal:
-		mb.State, mb.Node = "Finished", p.node
-	case p.holds():
-		mb.State, mb.Node, mb.GPUIDs = "Bound", p.node, p.gpuIDs
-	case p.specErr != nil:
-		mb.State, mb.Reason = "Rejected", p.specErr.Error()
-	case p.awaiting != "":
-		mb.Reason = "waiting for " + p.awaiting + " to exist"
-	case p != refPod && gangspec.Disagreement(p.key(), p.spec, spec, refPod.key()) != nil:
-		mb.State, mb.Reason = "Rejected", gangspec.Disagreement(p.key(), p.spec, spec, refPod.key()).Error()
+	case p.Terminal:
+		mb.State, mb.Node = "Finished", p.Node
+	case p.Holds():
+		mb.State, mb.Node, mb.GPUIDs = "Bound", p.Node, live.gpuIDs
+	case p.SpecErr != nil:
+		mb.State, mb.Reason = "Rejected", p.SpecErr.Error()
+	case p.Awaiting != "":
+		mb.Reason = "waiting for " + p.Awaiting + " to exist"
+	case g.Disagreement(p) != nil:
+		mb.State, mb.Reason = "Rejected", g.Disagreement(p).Error()
 	case s != nil:
 		mb.State, mb.Node = s.state.String(), s.node
-		if s.holdsCapacity() && res.state == reserving {
+		if s.holdsCapacity() && res.state == decide.Reserving {
 			expires := res.expires
 			mb.ReservationExpires = &expires
 			reserved = s.requests.GPU
 		}
-	case p.condition != "":
-		mb.Reason = "scheduler: " + p.condition
+	case live.condition != "":
+		mb.Reason = "scheduler: " + live.condition
 	}
 	return mb, reserved
+}
+
+// domains lists, per tier, the domains of the nodes the members are bound or reserved on.
+func (r report) domains(members []views.MemberStatus) []views.TierDomains {
+	tiers := r.rules.Tiers
+	if len(tiers) == 0 {
+		return nil
+	}
+	out := make([]views.TierDomains, 0, len(tiers))
+	for i, tier := range tiers {
+		seen := map[string]bool{}
+		td := views.TierDomains{Tier: tier.Key, Domains: []string{}}
+		for _, mb := range members {
+			n := r.ledger.nodes[mb.Node]
+			if mb.Node == "" || n == nil || i >= len(n.domains) || seen[n.domains[i]] {
+				continue
+			}
+			seen[n.domains[i]] = true
+			td.Domains = append(td.Domains, n.domains[i])
+		}
+		sort.Strings(td.Domains)
+		out = append(out, td)
+	}
+	return out
 }
 
 // Standing is where one gang stands, in the few words a group object's status holds.
@@ -159,20 +196,19 @@ func (m *Manager) Standing(gang string) (st Standing, ok bool) {
 	if g == nil || len(g.members) == 0 {
 		return Standing{}, false
 	}
-	spec, _ := g.reference()
-	st = Standing{Phase: phaseOf(g, spec, m.book.live(gang)), Members: len(g.members), Bound: g.boundCount(), Reason: g.lastReason}
+	view := g.view()
+	spec, _ := view.Reference()
+	st = Standing{Phase: phaseOf(view, spec, m.book.live(gang)), Members: len(view.Members), Bound: view.BoundCount(), Reason: g.lastReason,
+		Since: view.Oldest().Created}
 	counted := 0
-	for _, p := range g.sortedMembers() {
-		if st.Since.IsZero() {
-			st.Since = p.created
-		}
-		if !p.terminal && (spec == nil || counted < spec.MinAvailable) {
-			st.QuorumRequests = st.QuorumRequests.Add(p.requests)
+	for _, p := range view.Members {
+		if !p.Terminal && (spec == nil || counted < spec.MinAvailable) {
+			st.QuorumRequests = st.QuorumRequests.Add(p.Requests)
 			counted++
 		}
 	}
 	if st.Reason == "" {
-		full, _ := m.gangStatusLocked(g)
+		full, _ := m.report().gang(g)
 		st.Reason = full.Reason
 	}
 	return st, true
@@ -185,7 +221,7 @@ func (m *Manager) Standing(gang string) (st Standing, ok bool) {
 func (m *Manager) FitsInTotal(req placement.Resources) (fits bool, why string) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	held, _ := m.book.held(everyOther(""))
+	held, _ := m.book.reservations().Held(decide.EveryOther(""))
 	var free placement.Resources
 	for name, n := range m.ledger.nodes {
 		if n.known && !n.unschedulable {

@@ -303,3 +303,11 @@ func capTo(r Resources, l Limit) Resources {
 	}
 	return out
 }
+
+// unrecorded is what q asks beyond the wait its gang has recorded in the same queue.
+func (b *Book) unrecorded(q Question) Resources {
+	if wq, wr, ok := b.Wants(q.Gang); ok && q.Gang != "" && wq == q.Queue {
+		return positive(q.Request.Sub(wr))
+	}
+	return q.Request
+}

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"maps"
 	"slices"
 )
 
@@ -28,6 +29,8 @@ type Book struct {
 	kinds map[string]int
 	// wants are the waiting gangs' quorums, by gang key.
 	wants map[string]want
+	// version counts the changes, so that an owner keeping a copy (Clone) knows when it is stale.
+	version uint64
 }
 
 type entry struct {
@@ -47,6 +50,25 @@ type want struct {
 func NewBook() *Book {
 	return &Book{queues: map[string]*entry{}, defaults: map[string]map[string]string{},
 		namespaceQueue: map[string]string{}, kinds: map[string]int{}, wants: map[string]want{}}
+}
+
+// Version changes whenever the book does.
+func (b *Book) Version() uint64 { return b.version }
+
+// Clone is a copy of the book that shares nothing its owner changes later: decisions read a
+// copy, so that what they read cannot change under them nor be changed by them.
+func (b *Book) Clone() *Book {
+	c := &Book{queues: make(map[string]*entry, len(b.queues)), order: slices.Clone(b.order),
+		defaults: make(map[string]map[string]string, len(b.defaults)), namespaceQueue: maps.Clone(b.namespaceQueue),
+		kinds: maps.Clone(b.kinds), wants: maps.Clone(b.wants), version: b.version}
+	for key, e := range b.queues {
+		copied := *e // a Queue is replaced whole when redefined, never changed in place
+		c.queues[key] = &copied
+	}
+	for ns, byKind := range b.defaults {
+		c.defaults[ns] = maps.Clone(byKind)
+	}
+	return c
 }
 
 // Enforcing reports whether any queue is defined; without one every question is answered yes
@@ -78,6 +100,7 @@ func (b *Book) dropIfIdle(key string) {
 // changed (those a quota covered or covers now, see Queue.Covers), none when none did: the owner
 // resolves those pods again, all of them for AllNamespaces.
 func (b *Book) SetQueue(q Queue) (requeue []string) {
+	b.version++
 	e := b.entry(q.Key())
 	if !e.defined {
 		b.kinds[q.Kind]++
@@ -101,6 +124,7 @@ func (b *Book) SetQueue(q Queue) (requeue []string) {
 // DeleteQueue forgets a queue's definition; what its pods use stays counted under its key. It
 // returns the namespaces whose pods' queue may have changed, as SetQueue does.
 func (b *Book) DeleteQueue(key string) (requeue []string) {
+	b.version++
 	e := b.queues[key]
 	if e == nil || !e.defined {
 		return nil
@@ -125,6 +149,7 @@ func (b *Book) SetNamespaceDefault(namespace, kind, name string) bool {
 	if b.defaults[namespace][kind] == name {
 		return false
 	}
+	b.version++
 	if name == "" {
 		delete(b.defaults[namespace], kind)
 		if len(b.defaults[namespace]) == 0 {
@@ -165,6 +190,7 @@ func (b *Book) Resolve(namespace string, ref Ref) string {
 
 // Use adds what a bound pod of the queue requests; Unuse takes it away.
 func (b *Book) Use(key string, r Resources) {
+	b.version++
 	if key != "" {
 		e := b.entry(key)
 		e.used = e.used.Add(r)
@@ -172,6 +198,7 @@ func (b *Book) Use(key string, r Resources) {
 }
 
 func (b *Book) Unuse(key string, r Resources) {
+	b.version++
 	if e := b.queues[key]; e != nil {
 		e.used = e.used.Sub(r)
 		b.dropIfIdle(key)
@@ -184,6 +211,7 @@ func (b *Book) Want(gang, key string, r Resources) {
 	if w, ok := b.wants[gang]; ok && w.queue == key && w.r == r {
 		return // a waiting gang's every retry tells the same
 	}
+	b.version++
 	b.Unwant(gang)
 	if key == "" {
 		return
@@ -194,6 +222,7 @@ func (b *Book) Want(gang, key string, r Resources) {
 }
 
 func (b *Book) Unwant(gang string) {
+	b.version++
 	w, ok := b.wants[gang]
 	if !ok {
 		return

@@ -106,11 +106,3 @@ func (rc *Reclaim) MayTake(queue string, r Resources) bool {
 func (rc *Reclaim) Take(queue string, r Resources) { rc.taken[queue] = rc.taken[queue].Add(r) }
 
 func (rc *Reclaim) Give(queue string, r Resources) { rc.taken[queue] = rc.taken[queue].Sub(r) }
-
-// unrecorded is what q asks beyond the wait its gang has recorded in the same queue.
-func (b *Book) unrecorded(q Question) Resources {
-	if wq, wr, ok := b.Wants(q.Gang); ok && q.Gang != "" && wq == q.Queue {
-		return positive(q.Request.Sub(wr))
-	}
-	return q.Request
-}

@@ -1,6 +1,10 @@
 package quota
 
-import "sort"
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Claim is one queue's part in dividing one resource: its weight and the bounds of its share.
 type Claim struct {
@@ -116,4 +120,72 @@ func spreadRemainder(left int64, level float64, claims []Claim, out []int64) {
 		out[i]++
 		left--
 	}
+}
+
+// Shares is each working queue's deserved share of the capacity: weighted water-filling over the
+// queues that hold or wait for anything, each capped by its capability and what it asks (what it
+// holds plus what its gangs wait for), floored by its guarantee or min. asking, when not "", is a
+// queue about to ask for extra more than it has recorded; it counts as working.
+func (b *Book) Shares(capacity Resources, held map[string]Resources, asking string, extra Resources) map[string]Resources {
+	var keys []string
+	for _, key := range b.keys() {
+		if key == asking || b.working(key, held) {
+			keys = append(keys, key)
+		}
+	}
+	asks := make([]Resources, len(keys))
+	for i, key := range keys {
+		asks[i] = b.allocated(key, held)
+		if e := b.queues[key]; e != nil {
+			asks[i] = asks[i].Add(e.wanted)
+		}
+		if key == asking {
+			asks[i] = asks[i].Add(extra)
+		}
+	}
+	out := make(map[string]Resources, len(keys))
+	for _, res := range countedNames {
+		claims := make([]Claim, len(keys))
+		for i, key := range keys {
+			claims[i] = b.claim(key, res, asks[i].Get(res))
+		}
+		for i, v := range Share(capacity.Get(res), claims) {
+			out[keys[i]] = set(out[keys[i]], res, v)
+		}
+	}
+	return out
+}
+
+func (b *Book) working(key string, held map[string]Resources) bool {
+	e := b.queues[key]
+	return !held[key].IsZero() || (e != nil && (!e.used.IsZero() || e.waiting > 0))
+}
+
+// claim is one queue's part in dividing resource res when it asks ask of it.
+func (b *Book) claim(key string, res corev1.ResourceName, ask int64) Claim {
+	e := b.queues[key]
+	if e == nil || !e.defined {
+		return Claim{Weight: 1, Ceiling: ask}
+	}
+	ceiling := ask
+	if e.q.Capability.Named.Has(SetOf(res)) {
+		ceiling = min(ceiling, e.q.Capability.Amount.Get(res))
+	}
+	floor := max(e.q.Guarantee.Get(res), e.q.Min.Get(res))
+	if e.q.Capability.Named.Has(SetOf(res)) {
+		floor = min(floor, e.q.Capability.Amount.Get(res))
+	}
+	return Claim{Weight: max(e.q.Weight, 1), Floor: floor, Ceiling: ceiling}
+}
+
+func set(r Resources, name corev1.ResourceName, v int64) Resources {
+	switch SetOf(name) {
+	case GPU:
+		r.GPU = v
+	case CPU:
+		r.MilliCPU = v
+	case Memory:
+		r.Memory = v
+	}
+	return r
 }
