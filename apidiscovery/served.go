@@ -1,7 +1,9 @@
-// Package apidiscovery asks the apiserver which of the other projects' APIs it serves: lockstep
-// watches PodGroups (package podgroup) and queues (package tenancy) only where their CRDs are
-// installed, picks up a CRD installed later, and takes an absent one as no error. It owns that
-// one question; starting informers and reading objects is its callers' business.
+// Package apidiscovery asks the apiserver which of the other projects' APIs it serves and keeps
+// an informer running for each: lockstep watches PodGroups (package podgroup) and queues (package
+// tenancy) only where their CRDs are installed, picks up a CRD installed later, and takes an
+// absent one as no error. It owns that question and those informers, and hands every object it
+// hears of to its caller; what an object means, the caller's own bookkeeping and every write to
+// the apiserver are the caller's business, and it never stops an informer it started.
 package apidiscovery
 
 import (
