@@ -55,26 +55,24 @@ func (s *Syncer) syncStatus(ctx context.Context, r ref) error {
 	if s.mayWrite != nil && !s.mayWrite() {
 		return nil
 	}
-	s.mu.Lock()
-	w := s.watched[r.api]
-	s.mu.Unlock()
-	if w == nil || w.api.Status == dialect.StatusOwned {
+	w, watched := s.groups.Lookup(r.api)
+	if !watched || w.API.Status == dialect.StatusOwned {
 		return nil
 	}
-	item, exists, err := w.informer.GetStore().GetByKey(r.namespace + "/" + r.name)
+	item, exists, err := w.Store.GetByKey(r.namespace + "/" + r.name)
 	if err != nil || !exists {
 		return err
 	}
 	obj := item.(*unstructured.Unstructured)
-	if w.api.Status == dialect.StatusConditions {
+	if w.API.Status == dialect.StatusConditions {
 		if writer := otherStatusWriter(obj); writer != "" {
 			s.deferTo(r, writer)
 			return nil
 		}
 	}
-	in := statusInput{api: w.api, obj: obj}
+	in := statusInput{api: w.API, obj: obj}
 	in.standing, in.known = s.manager.Standing(r.namespace + "/" + r.name)
-	if w.api.Status == dialect.StatusVolcano && w.api.Dialect == dialect.Volcano.Dialect {
+	if w.API.Status == dialect.StatusVolcano && w.API.Dialect == dialect.Volcano.Dialect {
 		in.fits, in.fitsWhy, in.queueRefused = s.queueable(obj, in)
 	}
 	patch := statusPatch(in, time.Now())
@@ -86,7 +84,7 @@ func (s *Syncer) syncStatus(ctx context.Context, r ref) error {
 		return err
 	}
 	var sub []string
-	if w.hasStatus {
+	if w.HasStatus {
 		sub = []string{"status"}
 	}
 	_, err = s.client.Resource(r.api).Namespace(r.namespace).Patch(ctx, r.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager}, sub...)

@@ -21,11 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
+	"github.com/lockstep-sched/lockstep/apidiscovery"
 	"github.com/lockstep-sched/lockstep/dialect"
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/placement"
@@ -43,31 +41,24 @@ type Manager interface {
 
 // Syncer watches the group objects and keeps their status. Create it with New, then Run it.
 type Syncer struct {
-	client    dynamic.Interface
-	discovery discovery.DiscoveryInterface
-	manager   Manager
-	interval  time.Duration
+	client  dynamic.Interface
+	manager Manager
+	// groups runs an informer per group API served; whether one has a status subresource of its
+	// own is said per API (scheduler-plugins' CRD has one; Volcano's and Koordinator's keep status
+	// in the object).
+	groups *apidiscovery.Watcher[dialect.API]
 	// queue holds the objects whose status may need a write.
 	queue workqueue.TypedRateLimitingInterface[ref]
 
 	mu sync.Mutex
-	// watched are the APIs with a running informer, and whether each has a status subresource.
-	watched map[schema.GroupVersionResource]*watchedAPI
 	// objects are the group objects seen, by the key pods name them with; several APIs share a
 	// key (Volcano's and kube-batch's PodGroups), so each key holds one object per API.
 	objects map[string]map[schema.GroupVersionResource]*unstructured.Unstructured
-	synced  bool
 	// mayWrite, when set, says whether this replica may write statuses now (package leadership):
 	// a write it refuses is dropped, and Resync catches up when it may again.
 	mayWrite func() bool
 	// deferred are the objects whose status another scheduler writes (see otherStatusWriter).
 	deferred map[ref]bool
-}
-
-type watchedAPI struct {
-	api       dialect.API
-	informer  cache.SharedIndexInformer
-	hasStatus bool
 }
 
 // ref is one group object.
@@ -78,12 +69,19 @@ type ref struct {
 
 // New makes a syncer that looks for the group APIs every interval.
 func New(client dynamic.Interface, disc discovery.DiscoveryInterface, manager Manager, interval time.Duration) *Syncer {
-	return &Syncer{
-		client: client, discovery: disc, manager: manager, interval: interval,
+	s := &Syncer{
+		client: client, manager: manager,
 		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[ref]()),
-		watched: map[schema.GroupVersionResource]*watchedAPI{},
 		objects: map[string]map[schema.GroupVersionResource]*unstructured.Unstructured{},
 	}
+	s.groups = apidiscovery.NewWatcher(apidiscovery.Config[dialect.API]{
+		Client: client, Discovery: disc, APIs: dialect.APIs(),
+		Resource: func(a dialect.API) schema.GroupVersionResource { return a.Resource },
+		Dialect:  func(a dialect.API) string { return a.Dialect },
+		Noun:     "group", Interval: interval, Resync: 5 * time.Minute,
+		Observe: s.observe, Forget: s.forget,
+	})
+	return s
 }
 
 // SetWriteGate makes status writes wait for mayWrite; call before Run.
@@ -92,12 +90,10 @@ func (s *Syncer) SetWriteGate(mayWrite func() bool) { s.mayWrite = mayWrite }
 // Resync asks for every watched object's status to be brought up to date: what a standby
 // replica left unwritten, once it leads.
 func (s *Syncer) Resync() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for gvr, w := range s.watched {
-		for _, item := range w.informer.GetStore().List() {
+	for _, w := range s.groups.Watching() {
+		for _, item := range w.Store.List() {
 			if obj, ok := item.(*unstructured.Unstructured); ok {
-				s.queue.Add(ref{api: gvr, namespace: obj.GetNamespace(), name: obj.GetName()})
+				s.queue.Add(ref{api: w.API.Resource, namespace: obj.GetNamespace(), name: obj.GetName()})
 			}
 		}
 	}
@@ -110,10 +106,8 @@ func (s *Syncer) GangChanged(gangKey string) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for gvr := range s.watched {
-		s.queue.Add(ref{api: gvr, namespace: namespace, name: name})
+	for _, w := range s.groups.Watching() {
+		s.queue.Add(ref{api: w.API.Resource, namespace: namespace, name: name})
 	}
 }
 
@@ -121,80 +115,15 @@ func (s *Syncer) GangChanged(gangKey string) {
 func (s *Syncer) Run(ctx context.Context) {
 	defer s.queue.ShutDown()
 	go s.writeStatuses(ctx)
-	tick := time.NewTicker(s.interval)
-	defer tick.Stop()
-	for {
-		s.discover(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	s.groups.Run(ctx)
 }
 
-// HasSynced reports whether the APIs served at the first discovery are watched and listed.
-func (s *Syncer) HasSynced() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.synced {
-		return false
-	}
-	for _, w := range s.watched {
-		if !w.informer.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
-
-// discover starts an informer for every group API the apiserver serves and none runs for yet.
-// Informers are never stopped: a CRD deleted makes its informer's list fail quietly until it
-// is installed again.
-func (s *Syncer) discover(ctx context.Context) {
-	served, err := servedAPIs(s.discovery)
-	if err != nil {
-		// Partial answers (an aggregated API down) still list what is served.
-		klog.V(2).InfoS("Discovery of group APIs incomplete", "err", err)
-	}
-	for _, a := range served {
-		s.mu.Lock()
-		_, running := s.watched[a.API.Resource]
-		s.mu.Unlock()
-		if !running {
-			s.watch(ctx, a)
-		}
-	}
-	s.mu.Lock()
-	s.synced = true
-	s.mu.Unlock()
-}
-
-func (s *Syncer) watch(ctx context.Context, a servedAPI) {
-	gvr := a.API.Resource
-	inf := dynamicinformer.NewFilteredDynamicInformer(s.client, gvr, "", 5*time.Minute, cache.Indexers{}, nil).Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.observe(a.API, obj) },
-		UpdateFunc: func(_, obj any) { s.observe(a.API, obj) },
-		DeleteFunc: func(obj any) { s.forget(a.API, obj) },
-	})
-	if err != nil {
-		klog.ErrorS(err, "Cannot watch group objects", "resource", gvr)
-		return
-	}
-	s.mu.Lock()
-	s.watched[gvr] = &watchedAPI{api: a.API, informer: inf, hasStatus: a.HasStatus}
-	s.mu.Unlock()
-	klog.InfoS("Watching group objects", "dialect", a.API.Dialect, "resource", gvr.GroupResource().String()+"/"+gvr.Version)
-	go inf.Run(ctx.Done())
-}
+// HasSynced reports whether the APIs served at the first discovery are watched, and their
+// objects as first listed handed to the manager.
+func (s *Syncer) HasSynced() bool { return s.groups.HasSynced() }
 
 // observe takes in a group object's latest version.
-func (s *Syncer) observe(api dialect.API, obj any) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
+func (s *Syncer) observe(api dialect.API, u *unstructured.Unstructured) {
 	key := api.Key(u.GetNamespace(), u.GetName())
 	s.mu.Lock()
 	if s.objects[key] == nil {
@@ -208,14 +137,7 @@ func (s *Syncer) observe(api dialect.API, obj any) {
 }
 
 // forget drops a deleted group object.
-func (s *Syncer) forget(api dialect.API, obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
+func (s *Syncer) forget(api dialect.API, u *unstructured.Unstructured) {
 	key := api.Key(u.GetNamespace(), u.GetName())
 	s.mu.Lock()
 	delete(s.deferred, ref{api: api.Resource, namespace: u.GetNamespace(), name: u.GetName()})

@@ -84,8 +84,8 @@ func (w *Watcher) usageTargets() []usageTarget {
 	var out []usageTarget
 	for key, byAPI := range w.objects {
 		for gvr, obj := range byAPI {
-			if a := w.watched[gvr]; a != nil && a.api.Usage != "" {
-				out = append(out, usageTarget{api: a.api, hasStatus: a.hasStatus, key: key, obj: obj})
+			if a, watched := w.queues.Lookup(gvr); watched && a.API.Usage != "" {
+				out = append(out, usageTarget{api: a.API, hasStatus: a.HasStatus, key: key, obj: obj})
 			}
 		}
 	}

@@ -21,17 +21,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-sched/lockstep/apidiscovery"
 	"github.com/lockstep-sched/lockstep/dialect"
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/quota"
@@ -71,14 +70,15 @@ type Watcher struct {
 	cfg Config
 	// nsSynced reports when the Namespace handler has taken in the initial list.
 	nsSynced cache.InformerSynced
+	// queues runs an informer per queue API served; whether one has a status subresource of its
+	// own is said per API (Volcano's Queue and scheduler-plugins' ElasticQuota CRDs have one).
+	queues *apidiscovery.Watcher[dialect.QueueAPI]
 	// resync asks the usage writer for a pass now.
 	resync chan struct{}
 
 	// mu is held while the manager is told, so that two informers' news about one queue reach it
 	// in the order they were read (kube-batch's two versions share keys).
 	mu sync.Mutex
-	// watched are the APIs with a running informer.
-	watched map[schema.GroupVersionResource]*watchedAPI
 	// objects are the queue objects seen, by quota key; kube-batch's two versions share keys, so
 	// each key holds one object per API.
 	objects map[string]map[schema.GroupVersionResource]*unstructured.Unstructured
@@ -91,16 +91,9 @@ type Watcher struct {
 	told map[string]quota.Queue
 	// reported are the errors a QueueInvalid Event was written for, by key: each once.
 	reported map[string]string
-	synced   bool
 	// mayWrite, when set, says whether this replica may write now (package leadership): Events
 	// and usage it refuses are caught up by Resync.
 	mayWrite func() bool
-}
-
-type watchedAPI struct {
-	api       dialect.QueueAPI
-	hasStatus bool
-	synced    cache.InformerSynced
 }
 
 // New makes a watcher and registers its Namespace handler.
@@ -108,10 +101,19 @@ func New(cfg Config) (*Watcher, error) {
 	w := &Watcher{
 		cfg:     cfg,
 		resync:  make(chan struct{}, 1),
-		watched: map[schema.GroupVersionResource]*watchedAPI{},
 		objects: map[string]map[schema.GroupVersionResource]*unstructured.Unstructured{},
 		crowds:  map[string]map[string]bool{}, covers: map[string][]string{}, told: map[string]quota.Queue{}, reported: map[string]string{},
 	}
+	w.queues = apidiscovery.NewWatcher(apidiscovery.Config[dialect.QueueAPI]{
+		Client: cfg.Client, Discovery: cfg.Discovery, APIs: dialect.QueueAPIs(),
+		Resource: func(a dialect.QueueAPI) schema.GroupVersionResource { return a.Resource },
+		Dialect:  func(a dialect.QueueAPI) string { return a.Dialect },
+		Noun:     "queue", Interval: cfg.DiscoveryInterval,
+		// No periodic resync: a queue changes when its object does, and a resync would tell the
+		// manager nothing new.
+		Resync:  0,
+		Observe: w.observe, Forget: w.forget,
+	})
 	reg, err := cfg.Namespaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    w.namespaceAdded,
 		UpdateFunc: w.namespaceUpdated,
@@ -148,86 +150,15 @@ func (w *Watcher) Resync() {
 // Run discovers and watches the queue APIs and writes usage until ctx ends.
 func (w *Watcher) Run(ctx context.Context) {
 	go w.writeUsage(ctx)
-	tick := time.NewTicker(w.cfg.DiscoveryInterval)
-	defer tick.Stop()
-	for {
-		w.discover(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	w.queues.Run(ctx)
 }
 
 // HasSynced reports whether the Namespaces and the queue APIs served at the first discovery
 // are listed and handed to the manager.
-func (w *Watcher) HasSynced() bool {
-	if !w.nsSynced() {
-		return false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.synced {
-		return false
-	}
-	for _, a := range w.watched {
-		if !a.synced() {
-			return false
-		}
-	}
-	return true
-}
-
-// discover starts an informer for every queue API the apiserver serves and none runs for yet.
-// Informers are never stopped: a CRD deleted makes its informer's list fail quietly until it
-// is installed again.
-func (w *Watcher) discover(ctx context.Context) {
-	served, err := servedAPIs(w.cfg.Discovery)
-	if err != nil {
-		// Partial answers (an aggregated API down) still list what is served.
-		klog.V(2).InfoS("Discovery of queue APIs incomplete", "err", err)
-	}
-	for _, a := range served {
-		w.mu.Lock()
-		_, running := w.watched[a.API.Resource]
-		w.mu.Unlock()
-		if !running {
-			w.watch(ctx, a)
-		}
-	}
-	w.mu.Lock()
-	w.synced = true
-	w.mu.Unlock()
-}
-
-// watch runs an informer without periodic resync: a queue changes when its object does, and a
-// resync would tell the manager nothing new.
-func (w *Watcher) watch(ctx context.Context, a servedAPI) {
-	gvr := a.API.Resource
-	inf := dynamicinformer.NewFilteredDynamicInformer(w.cfg.Client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.observe(a.API, obj) },
-		UpdateFunc: func(_, obj any) { w.observe(a.API, obj) },
-		DeleteFunc: func(obj any) { w.forget(a.API, obj) },
-	})
-	if err != nil {
-		klog.ErrorS(err, "Cannot watch queue objects", "resource", gvr)
-		return
-	}
-	w.mu.Lock()
-	w.watched[gvr] = &watchedAPI{api: a.API, hasStatus: a.HasStatus, synced: reg.HasSynced}
-	w.mu.Unlock()
-	klog.InfoS("Watching queue objects", "dialect", a.API.Dialect, "resource", gvr.GroupResource().String()+"/"+gvr.Version)
-	go inf.Run(ctx.Done())
-}
+func (w *Watcher) HasSynced() bool { return w.nsSynced() && w.queues.HasSynced() }
 
 // observe takes in a queue object's latest version.
-func (w *Watcher) observe(api dialect.QueueAPI, obj any) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
+func (w *Watcher) observe(api dialect.QueueAPI, u *unstructured.Unstructured) {
 	key := api.Key(u.GetNamespace(), u.GetName())
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -242,14 +173,7 @@ func (w *Watcher) observe(api dialect.QueueAPI, obj any) {
 }
 
 // forget drops a deleted queue object.
-func (w *Watcher) forget(api dialect.QueueAPI, obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
+func (w *Watcher) forget(api dialect.QueueAPI, u *unstructured.Unstructured) {
 	key := api.Key(u.GetNamespace(), u.GetName())
 	w.mu.Lock()
 	defer w.mu.Unlock()

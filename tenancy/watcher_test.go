@@ -201,7 +201,7 @@ func TestQueueObjects(t *testing.T) {
 				case s.resync:
 					w.Resync()
 				case s.delete:
-					w.forget(s.api, cache.DeletedFinalStateUnknown{Key: "x", Obj: s.obj})
+					w.forget(s.api, s.obj)
 				default:
 					w.observe(s.api, s.obj)
 				}
@@ -330,13 +330,13 @@ func TestDiscovery(t *testing.T) {
 	defer cancel()
 	c.factory.Start(ctx.Done())
 
-	w.discover(ctx)
+	w.queues.Discover(ctx)
 	require.Eventually(t, w.HasSynced, 5*time.Second, 10*time.Millisecond)
 	require.ElementsMatch(t, []string{"set Volcano Queue team-a", "default Volcano Queue team-b=research"}, m.takeCalls(),
 		"HasSynced means the manager has the queues and namespaces")
 
 	c.serve(dialect.ElasticQuota, true)
-	w.discover(ctx)
+	w.queues.Discover(ctx)
 	require.Eventually(t, func() bool { return m.queue("ElasticQuota team-b/gpu").Kind != "" }, 5*time.Second, 10*time.Millisecond)
 	require.True(t, w.HasSynced())
 }
@@ -394,7 +394,7 @@ func TestWriteUsage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c.factory.Start(ctx.Done())
-	w.discover(ctx)
+	w.queues.Discover(ctx)
 	require.Eventually(t, w.HasSynced, 5*time.Second, 10*time.Millisecond)
 	c.dynamic.ClearActions()
 
