@@ -163,7 +163,7 @@ func buildSubjects(workDir, baselineRev string) ([]*subject, error) {
 	}
 	subjects := []*subject{{label: "this tree", bin: bin}}
 	if baselineRev != "" {
-		base, err := buildBaseline(root, workDir, baselineRev)
+		base, err := harness.BuildExtenderAt(root, workDir, baselineRev)
 		if err != nil {
 			return nil, err
 		}

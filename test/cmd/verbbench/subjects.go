@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,28 +26,6 @@ type subject struct {
 	ls    *harness.Lockstep
 	rows  []row
 	rssMB float64
-}
-
-// buildBaseline builds lockstep at a git revision of the repository, in a worktree under dir
-// that it removes again.
-func buildBaseline(root, dir, rev string) (string, error) {
-	src := filepath.Join(dir, "baseline-src")
-	git := func(args ...string) error {
-		cmd := exec.Command("git", append([]string{"-C", root}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %s: %w\n%s", strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
-	if err := git("worktree", "add", "--detach", src, rev); err != nil {
-		return "", err
-	}
-	defer func() { _ = git("worktree", "remove", "--force", src) }()
-	out := filepath.Join(dir, "baseline")
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return "", err
-	}
-	return harness.BuildExtender(src, out, false)
 }
 
 // start runs the subject's lockstep against the cluster.

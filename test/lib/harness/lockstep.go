@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,6 +46,42 @@ func BuildCommand(repoRoot, pkg, bin string, race bool) error {
 		return fmt.Errorf("building %s: %w\n%s", pkg, err, out)
 	}
 	return nil
+}
+
+// BuildExtenderAt compiles ./cmd/extender as it was at git revision rev of the repository into
+// dir/baseline, and returns the binary's path. It builds in a worktree under dir that it removes
+// again, so that the repository's own working tree, changes and all, is left as it is.
+func BuildExtenderAt(repoRoot, dir, rev string) (string, error) {
+	src := filepath.Join(dir, "baseline-src")
+	if _, err := git(repoRoot, "worktree", "add", "--detach", src, rev); err != nil {
+		return "", err
+	}
+	defer func() { _, _ = git(repoRoot, "worktree", "remove", "--force", src) }()
+	out := filepath.Join(dir, "baseline")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	return BuildExtender(src, out, false)
+}
+
+// ShortRevision is the abbreviated hash of the commit a git revision (HEAD~1, a branch) names now:
+// a label that still says what was measured once the branch has moved on.
+func ShortRevision(repoRoot, rev string) (string, error) {
+	out, err := git(repoRoot, "rev-parse", "--verify", "--short", rev+"^{commit}")
+	return strings.TrimSpace(out), err
+}
+
+// git runs git in dir and returns its standard output; a failure carries what git said.
+func git(dir string, args ...string) (string, error) {
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			err = fmt.Errorf("%w\n%s", err, exit.Stderr)
+		}
+		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
 }
 
 // Lockstep is a running (or stopped) lockstep process.
