@@ -145,6 +145,8 @@ bench-throughput: $(BENCH_TOOLS)
 
 # A burst of gangs (250 x 8, created before the scheduler starts, nothing else) through lockstep
 # and Volcano's scheduler on one control plane (docs/concepts.md#a-burst-of-gangs).
+# To measure a change: make bench-burst ARGS="-baseline HEAD~1" also runs lockstep built at that
+# revision right after this tree's, and compares the two.
 BURST_ARGS = -modes lockstep,volcano -ordinary 0 -idle-samples 0
 bench-burst: $(BENCH_TOOLS)
 	$(GO) run ./test/cmd/throughput $(BURST_ARGS) $(ARGS)

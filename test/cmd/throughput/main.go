@@ -47,6 +47,12 @@
 // gives every phase's CPU seconds per process: on two cores it shows what limits each number.
 // -cpuprofile-dir adds CPU profiles of the scheduler (those that serve them), lockstep and
 // kube-apiserver over the first -profile-seconds of each phase, and prints their top entries.
+//
+// -baseline REV measures a change to lockstep: the lockstep binary built at git revision REV runs
+// as a mode of its own (lockstep@<short hash>: the lockstep mode in every other respect, this
+// tree's scheduler configuration included) right after the lockstep mode, and a last table sets
+// the two side by side with their ratios. Two runs on this shared machine differ by more than most
+// changes do, so only figures from one run are compared.
 package main
 
 import (
@@ -67,7 +73,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/lockstep-sched/lockstep/test/lib/cluster"
-	"github.com/lockstep-sched/lockstep/test/lib/harness"
 	"github.com/lockstep-sched/lockstep/test/lib/thirdparty"
 )
 
@@ -96,6 +101,8 @@ type options struct {
 	schedulerQPS int
 	// lockstepFlags follow the Deployment's arguments, to measure lockstep under other settings.
 	lockstepFlags []string
+	// baseline is the revision -baseline also measures lockstep at; its rev is "" without it.
+	baseline baseline
 }
 
 func main() {
@@ -123,6 +130,8 @@ func main() {
 	flag.Float64Var(&o.trace.rate, "arrival-rate", 20, "trace workload: pods arriving per second (a gang's members arrive together)")
 	flag.DurationVar(&o.trace.placeWait, "place-wait", 15*time.Second, "trace workload: a gang or pod not placed this long after it arrived is the first that cannot be placed")
 	flag.DurationVar(&o.trace.pauseAfter, "pause-after", 2*time.Second, "trace workload: arrivals pause while a gang or pod has waited this long unplaced, and go on when it is placed")
+	flag.StringVar(&o.baseline.rev, "baseline", "", "also measure lockstep built at this git revision (e.g. HEAD~1), as mode lockstep@<its short hash> right after "+
+		"lockstep on the same control plane, and compare the two in a last table; needs lockstep in -modes")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (logs of every component, configurations) and print its path")
 	flag.Parse()
 	o.modes = strings.Split(modes, ",")
@@ -149,6 +158,9 @@ func (o options) validate() error {
 			return fmt.Errorf("-modes: unknown mode %q (want some of %s)", m, strings.Join(slices.Concat(allModes, extraModes), ","))
 		}
 	}
+	if o.baseline.rev != "" && !slices.Contains(o.modes, "lockstep") {
+		return fmt.Errorf("-baseline measures lockstep beside the lockstep mode: -modes must name lockstep")
+	}
 	w := o.w
 	if o.schedulerQPS < 0 {
 		return fmt.Errorf("-scheduler-qps must not be negative")
@@ -167,6 +179,9 @@ func run(ctx context.Context, o options) error {
 		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU())
 	root, err := cluster.RepoRoot()
 	if err != nil {
+		return err
+	}
+	if o, err = o.withBaseline(root); err != nil {
 		return err
 	}
 	var items []traceItem
@@ -197,6 +212,9 @@ func run(ctx context.Context, o options) error {
 		printResults(os.Stdout, o.w, results)
 	}
 	b.prof.printTop()
+	if o.baseline.rev != "" {
+		printComparison(os.Stdout, o.baseline, results)
+	}
 	if o.keep {
 		fmt.Printf("\nwork directory kept: %s\n", c.WorkDir)
 	}
@@ -264,11 +282,7 @@ func setUp(ctx context.Context, c *cluster.Cluster, root string, o options) (*be
 	if err != nil {
 		return nil, nil, err
 	}
-	var lockstepErr error
-	if slices.Contains(o.modes, "lockstep") {
-		progress("building lockstep from ./cmd/extender")
-		b.lockstep, lockstepErr = harness.BuildExtender(root, c.WorkDir, false)
-	}
+	tree, base := buildLockstep(root, c.WorkDir, o)
 	var spDir string
 	var spErr error
 	if slices.Contains(o.modes, "coscheduling") {
@@ -284,10 +298,17 @@ func setUp(ctx context.Context, c *cluster.Cluster, root string, o options) (*be
 	kube := func(binary, config string) *metered {
 		return newMetered(binary, &kubeScheduler{c: c, opts: cluster.SchedulerOptions{Binary: binary, ConfigPath: config, Profiling: b.prof != nil}})
 	}
+	lockstepMode := func(key string, build lockstepBuild) mode {
+		return mode{key: key, label: "kube-scheduler + " + key, sched: kube(cluster.KubeScheduler, configs.shipped), config: configs.shipped,
+			lockstepBin: build.bin, unavailable: build.err}
+	}
 	all := map[string]mode{
 		"stock":        {key: "stock", label: "kube-scheduler alone", sched: kube(cluster.KubeScheduler, configs.stock), config: configs.stock},
-		"lockstep":     {key: "lockstep", label: "kube-scheduler + lockstep", sched: kube(cluster.KubeScheduler, configs.shipped), config: configs.shipped, lockstep: true, unavailable: lockstepErr},
+		"lockstep":     lockstepMode("lockstep", tree),
 		"coscheduling": {key: "coscheduling", label: "scheduler-plugins coscheduling", sched: kube(spScheduler, configs.cosched), config: configs.cosched, dialect: xk8sPodGroup, unavailable: spErr},
+	}
+	if o.baseline.rev != "" {
+		all[o.baseline.key()] = lockstepMode(o.baseline.key(), base)
 	}
 	var modes []mode
 	for _, key := range o.modes {

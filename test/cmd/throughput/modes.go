@@ -23,8 +23,9 @@ type mode struct {
 	// config is the scheduler's KubeSchedulerConfiguration, which lockstep reads too; "" for a
 	// scheduler that has none.
 	config string
-	// lockstep runs the lockstep binary as the scheduler's extender.
-	lockstep bool
+	// lockstepBin is the lockstep binary the scheduler calls as its extender (this tree's, or
+	// the -baseline revision's); "" when it calls none.
+	lockstepBin string
 	// companion runs for the whole mode beside the scheduler (Volcano's controller-manager), or
 	// is nil.
 	companion *metered
@@ -60,15 +61,14 @@ func (m mode) pids(ls *harness.Lockstep) map[string]int {
 
 // bench is one run: one control plane, one node set, the modes one after another.
 type bench struct {
-	c        *cluster.Cluster
-	client   kubernetes.Interface // rate limits high enough that the client never sets the pace
-	dyn      dynamic.Interface
-	binds    *bindWatch
-	w        workload
-	stall    time.Duration
-	prof     *profiler
-	api      *apiMetrics
-	lockstep string // the lockstep binary, built at the start of the run
+	c      *cluster.Cluster
+	client kubernetes.Interface // rate limits high enough that the client never sets the pace
+	dyn    dynamic.Interface
+	binds  *bindWatch
+	w      workload
+	stall  time.Duration
+	prof   *profiler
+	api    *apiMetrics
 	// lockstepFlags follow the Deployment's arguments (-lockstep-flags).
 	lockstepFlags []string
 	// trace and items are the trace workload's; items is nil for the uniform one.
@@ -163,9 +163,9 @@ func (b *bench) withMode(ctx context.Context, m mode, measure func(*harness.Lock
 			return res
 		}
 	}
-	if m.lockstep {
+	if m.lockstepBin != "" {
 		var err error
-		if ls, err = startLockstep(ctx, b.c, b.lockstep, m.config, b.prof != nil, b.lockstepFlags); err != nil {
+		if ls, err = startLockstep(ctx, b.c, m, b.prof != nil, b.lockstepFlags); err != nil {
 			res.err = err
 			return res
 		}

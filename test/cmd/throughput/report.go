@@ -240,22 +240,31 @@ func cpuTotal(procs []usage) string {
 	if len(procs) == 0 {
 		return "-"
 	}
+	return strconv.FormatFloat(cpuSeconds(procs), 'f', 1, 64)
+}
+
+func cpuSeconds(procs []usage) float64 {
 	total := 0.0
 	for _, p := range procs {
 		total += p.cpu
 	}
-	return strconv.FormatFloat(total, 'f', 1, 64)
+	return total
 }
 
 func peakTotal(procs []usage) string {
 	if len(procs) == 0 {
 		return "-"
 	}
+	return strconv.FormatFloat(peakMB(procs), 'f', 0, 64)
+}
+
+// peakMB adds each process's highest resident memory.
+func peakMB(procs []usage) float64 {
 	total := 0.0
 	for _, p := range procs {
 		total += max(0, p.peakMB)
 	}
-	return strconv.FormatFloat(total, 'f', 0, 64)
+	return total
 }
 
 func falseBinds(n *int) string {
