@@ -42,9 +42,10 @@ type Admission struct {
 }
 
 // Admit decides for member p, whose gang has no quorum yet and whose rules are known: through the
-// gang's live reservation, or by planning a new one for the whole quorum when there is none. offered
-// are the nodes the scheduler passed; nil when it passed none (its preemption), which rules no
-// node out.
+// gang's live reservation, or by planning a new one for the whole quorum when there is none.
+// offered are the nodes the scheduler passed. A plan for a new reservation takes nil for "the
+// scheduler passed none" (its preemption, EvictFor) and rules no node out then; a member of a gang
+// with a live reservation is only ever asked about at filter, and passes none of nil.
 func (s *Snapshot) Admit(p *Pod, offered []string) Admission {
 	g, spec := s.gangOf(p), p.Spec
 	if res := s.Reservations.Live(g.Key); res != nil {

@@ -16,8 +16,9 @@
 // arithmetic, what a queue may take package quota's; the words a user reads about gangs are
 // composed here.
 //
-// Files: snapshot.go (the values, and which reservations a decision respects), quorum.go (counting toward a quorum, extras, member checks), admit.go (the admission of a
-// member), plan.go (planning a quorum: free capacity, node rules, network tiers), queue.go (the
-// queue question), evict.go (takeover, taking back, preemption, reclaim), hold.go (the starvation
-// rule), line.go (the line of waiting gangs), score.go (GPU scores).
+// Files: snapshot.go (the values, and which reservations a decision respects), quorum.go
+// (counting toward a quorum, extras, the quorums extras leave room for, member checks), admit.go
+// (the admission of a member), plan.go (planning a quorum: free capacity, node rules, network
+// tiers), queue.go (the queue question), evict.go (takeover, taking back, preemption, reclaim),
+// hold.go (the starvation rule), line.go (the line of waiting gangs), score.go (GPU scores).
 package decide

@@ -478,8 +478,11 @@ func (s *Snapshot) mayReclaim(g *Gang, p *Pod) bool {
 }
 
 // reclaimUnits lists what a gang of queue may reclaim from other queues, cheapest first: lowest
-// priority, then members beyond quorum before whole gangs, then the youngest. A gang with a member
-// going or refused lately is left whole, as priority preemption leaves it.
+// priority, then members beyond quorum before whole gangs, then the youngest.
+//
+// A gang's extras are Gang.Extras, as taking back has them. Where reclaim differs is the rest of
+// the gang: a gang with a member going or refused lately is not taken whole (its core stays), as
+// priority preemption leaves it, while its extras may still go one by one.
 func (s *Snapshot) reclaimUnits(queue string) []reclaimUnit {
 	var units []reclaimUnit
 	gangs := map[string][]*Pod{}
@@ -493,24 +496,22 @@ func (s *Snapshot) reclaimUnits(queue string) []reclaimUnit {
 		switch {
 		case key == "" && ok:
 			units = append(units, reclaimUnit{Victim: Victim{Pods: []*Pod{p}, Priority: p.Priority, started: p.Created}, queue: p.Queue})
-		case key != "" && !ok:
-			spoiled[key] = true
 		case key != "":
 			gangs[key] = append(gangs[key], p)
+			spoiled[key] = spoiled[key] || !ok
 		}
 	}
 	for key, pods := range gangs {
-		if !spoiled[key] {
-			units = append(units, s.gangReclaimUnits(key, pods)...)
-		}
+		units = append(units, s.gangReclaimUnits(key, pods, !spoiled[key])...)
 	}
 	sort.Slice(units, func(i, j int) bool { return reclaimFirst(units[i], units[j]) })
 	return units
 }
 
 // gangReclaimUnits splits a gang's bound members of other queues into its extras, one unit each,
-// and the rest; without extras the gang is one unit.
-func (s *Snapshot) gangReclaimUnits(key string, pods []*Pod) []reclaimUnit {
+// and the rest, its core, one unit when whole says the gang may be taken whole; without extras the
+// gang is that one unit.
+func (s *Snapshot) gangReclaimUnits(key string, pods []*Pod, whole bool) []reclaimUnit {
 	extra := map[*Pod]bool{}
 	if g := s.Gangs[key]; g != nil {
 		for _, p := range g.Extras(s.evictRefusedLately) {
@@ -527,16 +528,16 @@ func (s *Snapshot) gangReclaimUnits(key string, pods []*Pod) []reclaimUnit {
 			core = append(core, p)
 		}
 	}
-	if len(core) == 0 {
+	if len(core) == 0 || !whole {
 		return out
 	}
-	whole := reclaimUnit{Victim: Victim{Pods: core, Gang: key, Priority: core[0].Priority}, queue: core[0].Queue, core: len(out) > 0}
+	rest := reclaimUnit{Victim: Victim{Pods: core, Gang: key, Priority: core[0].Priority}, queue: core[0].Queue, core: len(out) > 0}
 	for _, p := range core {
-		if p.Created.After(whole.started) {
-			whole.started = p.Created
+		if p.Created.After(rest.started) {
+			rest.started = p.Created
 		}
 	}
-	return append(out, whole)
+	return append(out, rest)
 }
 
 func reclaimFirst(a, b reclaimUnit) bool {

@@ -160,8 +160,8 @@ func (g *Gang) BoundCount() int {
 // included, the youngest first: the members beyond min-available an elastic job runs. Members
 // opted out (keep-extras), already going, or whose eviction was refused lately (refused) stay, and
 // count toward the quorum. A gang whose bound members never count (only-waiting) has none. Taking
-// back (for another gang's quorum) and reclaim (for a queue below its share) both take these and
-// only these one by one.
+// back (for another gang's quorum) and reclaim (for a queue below its share) both take these, and
+// only these, one by one; reclaim may also take the rest of a gang whole (reclaimUnits).
 func (g *Gang) Extras(refused func(*Pod) bool) []*Pod {
 	spec, _ := g.Reference()
 	if spec == nil || spec.Policy == gangspec.OnlyWaiting {
