@@ -282,3 +282,28 @@ func TestQueuesThatTakeNoGangAreOwedNothing(t *testing.T) {
 		})
 	}
 }
+
+// A copy answers what the book answered when it was made, whatever the book does after; and the
+// book's version tells its owner the copy is stale.
+func TestCloneSharesNothingItsOwnerChanges(t *testing.T) {
+	b := world{queues: []Queue{vq("a", capGPU(4)), vq("b")}, used: map[string]int64{"a": 2}, waiting: map[string]int64{"b": 3}}.book()
+	b.SetNamespaceDefault("team", volcano, "a")
+	ask := Question{Queue: Key(volcano, "a"), Gang: "team/g", Request: gpus(2), Capacity: gpus(16), Fair: true}
+	c := b.Clone()
+	require.Equal(t, b.Version(), c.Version())
+	require.Equal(t, "", c.Admit(ask), "a holds 2 of its 4")
+
+	before := b.Version()
+	b.Use(Key(volcano, "a"), gpus(2))
+	b.SetQueue(vq("a", capGPU(3)))
+	b.Want("team/other", Key(volcano, "b"), gpus(1))
+	b.SetNamespaceDefault("team", volcano, "b")
+	assert.NotEqual(t, before, b.Version())
+	assert.Contains(t, b.Admit(ask), "over its limit", "the book sees its own changes")
+
+	assert.Equal(t, "", c.Admit(ask), "the copy does not")
+	assert.Equal(t, Key(volcano, "a"), c.Resolve("team", Ref{Kind: volcano}))
+	_, _, waits := c.Wants("team/other")
+	assert.False(t, waits)
+	assert.Equal(t, before, c.Version())
+}
