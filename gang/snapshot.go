@@ -3,6 +3,7 @@ package gang
 import (
 	"fmt"
 	"maps"
+	"os"
 	"reflect"
 	"sort"
 	"sync/atomic"
@@ -23,9 +24,10 @@ import (
 
 // verifySnapshots makes every snapshot be compared with one made afresh, panicking at the first
 // difference: a change to the live state the ledger did not note would otherwise leave decisions
-// reading stale values, silently. The package's tests turn it on; it costs a copy of the whole
-// cluster per decision.
-var verifySnapshots = false
+// reading stale values, silently. It costs a copy of the whole cluster per decision, so only tests
+// turn it on: the package's own, and the end-to-end suite through LOCKSTEP_VERIFY_SNAPSHOTS=1 in
+// lockstep's environment.
+var verifySnapshots = os.Getenv("LOCKSTEP_VERIFY_SNAPSHOTS") == "1"
 
 // snapshots keeps the one snapshot and the copy of the quota book.
 type snapshots struct {

@@ -45,6 +45,9 @@ func runSuite(m *testing.M) int {
 	// --queue-reclaim (off by default) acts only where team queues are enforced and a gang waits
 	// below its queue's fair share: the tests without queues run as they would without it, and
 	// reclaim_test.go shows it.
+	// Every lockstep this suite starts compares each decision's snapshot with one made afresh
+	// (gang/snapshot.go), and panics with "fell out of step" should they differ.
+	os.Setenv("LOCKSTEP_VERIFY_SNAPSHOTS", "1")
 	e, err := harness.Up(ctx, harness.Options{Logf: logf, KeepWorkDir: os.Getenv("LOCKSTEP_E2E_KEEP") != "", Race: true, FaultProxy: true,
 		WorkloadAPI: true, ControllerManager: true,
 		LockstepArgs: []string{"--starvation-threshold", starvationThreshold.String(), "--topology-tiers", suiteTiers, "--queue-reclaim",
@@ -58,6 +61,9 @@ func runSuite(m *testing.M) int {
 	// lockstep runs with the race detector in its own process: a race shows only in its log.
 	if log, err := os.ReadFile(env.lockstep.LogPath); err == nil && strings.Contains(string(log), "WARNING: DATA RACE") {
 		fmt.Fprintf(os.Stderr, "e2e: the race detector reported a data race in lockstep; see %s\n", env.lockstep.LogPath)
+		code = 1
+	} else if err == nil && strings.Contains(string(log), "fell out of step") {
+		fmt.Fprintf(os.Stderr, "e2e: lockstep's snapshot fell out of step with its ledger; see %s\n", env.lockstep.LogPath)
 		code = 1
 	}
 	if code != 0 {
