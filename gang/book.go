@@ -18,7 +18,7 @@ import (
 // reservationBook holds the gangs' tentative reservations, one per gang key, in a go-cache TTL
 // cache. go-cache hides an expired entry from Get and Items the moment it expires, so the capacity
 // of a gang that never reached quorum is free for others at once; the sweep reports the expiry
-// later (see expiry.go). Its methods expect the manager's lock, except sweep.
+// later (see the end of this file). Its methods expect the manager's lock, except sweep.
 type reservationBook struct {
 	cache      *gocache.Cache
 	onReleased func(res *reservation)
@@ -153,7 +153,7 @@ type slot struct {
 	// cancel stops the member's binding while the gang commits; nil before.
 	cancel context.CancelFunc
 	// nominated is the node the member the slot was planned for was nominated to
-	// (nominations.go); "" when no nomination stands.
+	// (effects.go); "" when no nomination stands.
 	nominated string
 }
 

@@ -184,7 +184,7 @@ type gangInfo struct {
 	// turnedAway is when a member was last turned away at filter, and woken when lockstep last
 	// woke the gang because its quorum fit (wakeStrandedLocked).
 	turnedAway, woken time.Time
-	// arrivals lets a member wait at filter for the rest being created (gather.go).
+	// arrivals lets a member wait at filter for the rest being created (filter.go, gathering).
 	arrivals arrivals
 }
 

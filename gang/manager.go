@@ -60,7 +60,7 @@ type Config struct {
 	// Tiers are the network tiers between nodes, narrowest first (package fabric): a gang's
 	// quorum goes to the narrowest single domain that holds it. nil places by nodes alone.
 	Tiers fabric.Tiers
-	// ScoreEveryNode turns the shortlist off (shortlist.go): filter then passes an ordinary GPU
+	// ScoreEveryNode turns the shortlist off (filter.go): filter then passes an ordinary GPU
 	// pod every node it fits, and lockstep's packing only adds to the scheduler's scores.
 	ScoreEveryNode bool
 	// Reader tells gang members from ordinary pods and reads their rules (package dialect); nil
@@ -75,10 +75,10 @@ type Config struct {
 	// object again: one waiting for its queue may go Inqueue now.
 	OnQueuesChange func()
 	// Nominator, when set, writes the nominated node of members lockstep holds a place for
-	// (nominations.go); nil nominates nothing.
+	// (effects.go); nil nominates nothing.
 	Nominator Nominator
 	// GatherWait is how long past the latest arrival of a gang's member a member lacking only
-	// the rest of its gang waits at filter for the next (gather.go); 0 turns waiting off.
+	// the rest of its gang waits at filter for the next (filter.go, gathering); 0 turns waiting off.
 	GatherWait time.Duration
 }
 

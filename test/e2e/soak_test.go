@@ -996,7 +996,7 @@ func (r *soakRun) observe() *soakObs {
 	return o
 }
 
-// index sorts the pods by age as lockstep does (creation, then name: records.go, olderThan)
+// index sorts the pods by age as lockstep does (creation, then name: decide.OlderThan)
 // and files them and lockstep's statuses by gang.
 func (o *soakObs) index(list []views.GangStatus) {
 	sort.Slice(o.pods, func(i, j int) bool {
