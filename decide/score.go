@@ -14,11 +14,16 @@ func (g GPUs) freeMask(reserved int64) (mask uint64, ok bool) {
 	if g.FreeBig != nil || len(g.Indices) > 64 {
 		return 0, false
 	}
-	mask = g.Free
-	for drop := max(g.Unknown+reserved, 0); drop > 0 && mask != 0; drop-- {
+	return DropHighest(g.Free, g.Unknown+reserved), true
+}
+
+// DropHighest takes the n highest set bits off mask: of a node's free GPUs, those that pods of
+// unknown indices and reservations take are assumed to be the highest-numbered.
+func DropHighest(mask uint64, n int64) uint64 {
+	for ; n > 0 && mask != 0; n-- {
 		mask &^= 1 << (bits.Len64(mask) - 1)
 	}
-	return mask, true
+	return mask
 }
 
 // FreeIndices is freeMask for any node, as the GPU indices, ascending.
@@ -72,7 +77,14 @@ func (memo *ScoreMemo) Score(g GPUs, k, reserved int64) int {
 	if !ok {
 		return g.Topo.Score(g.FreeIndices(reserved), int(k))
 	}
-	key := scoreKey{g.Topo, mask, k}
+	return memo.ScoreFree(g.Topo, mask, k)
+}
+
+// ScoreFree is Score for a node of topo and up to 64 GPUs whose free positions, what others hold
+// taken off, are the bits of mask. The owner's hot loops call it without building a GPUs value per
+// node.
+func (memo *ScoreMemo) ScoreFree(topo *gpu.Topology, mask uint64, k int64) int {
+	key := scoreKey{topo, mask, k}
 	for i := range memo.used {
 		if memo.first[i].key == key {
 			return memo.first[i].score
@@ -81,7 +93,7 @@ func (memo *ScoreMemo) Score(g GPUs, k, reserved int64) int {
 	if score, hit := memo.more[key]; hit {
 		return score
 	}
-	score := g.Topo.ScoreMask(mask, int(k))
+	score := topo.ScoreMask(mask, int(k))
 	if memo.used < len(memo.first) {
 		memo.first[memo.used] = scoreEntry{key, score}
 		memo.used++

@@ -101,6 +101,9 @@ func (b *reservationBook) empty() bool { return b.cache.ItemCount() == 0 }
 // very ones it read: go-cache hides an entry the moment it expires, so asking the book again even
 // under the same lock can find one gone.
 func (b *reservationBook) view() (decide.Reservations, map[string]*reservation) {
+	if b.empty() {
+		return nil, nil // most calls of a cluster without gangs waiting: no copy to make
+	}
 	items := b.cache.Items()
 	out, live := make(decide.Reservations, len(items)), make(map[string]*reservation, len(items))
 	for key, item := range items {

@@ -275,7 +275,7 @@ type shortlister struct {
 }
 
 func (s *shortlister) rank(n *nodeInfo, held int64) shortlistRank {
-	return shortlistRank{untoleratedSoftTaints(n.softTaints, s.tolerations), s.memo.Score(n.gpuState(), s.gpus, held)}
+	return shortlistRank{untoleratedSoftTaints(n.softTaints, s.tolerations), n.gpuScore(&s.memo, s.gpus, held)}
 }
 
 // see ranks the passing node offered at position i.

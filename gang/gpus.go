@@ -91,18 +91,38 @@ func (l *ledger) unchooseGPUs(node string, uid types.UID, ids []int) {
 // on every call.
 func (n *nodeInfo) gpuState() decide.GPUs {
 	g := decide.GPUs{Topo: n.topo, Indices: n.gpuIndices, Unknown: n.gpus.unknown}
-	count := len(n.gpuIndices)
-	switch {
-	case count > 64:
+	if free, ok := n.freeByIndex(); ok {
+		g.Free = free
+	} else if len(n.gpuIndices) > 64 {
 		g.FreeBig = []int{}
 		n.gpus.eachFreeByIndex(n.gpuIndices, func(p int) { g.FreeBig = append(g.FreeBig, p) })
 		slices.Reverse(g.FreeBig)
-	case count > 0 && n.gpuIndices[count-1] == count-1:
-		// Positions are indices (indices ascend without repeats, so they are 0..n-1 exactly when
-		// the last is n-1).
-		g.Free = (^uint64(0) >> (64 - count)) &^ n.gpus.takenLow
-	default:
+	} else {
 		n.gpus.eachFreeByIndex(n.gpuIndices, func(p int) { g.Free |= 1 << p })
 	}
 	return g
+}
+
+// freeByIndex is the node's free GPUs by index as a bit set, for the usual node of up to 64 GPUs
+// numbered 0..n-1 (indices ascend without repeats, so they are exactly when the last is n-1);
+// ok is false for any other.
+func (n *nodeInfo) freeByIndex() (free uint64, ok bool) {
+	count := len(n.gpuIndices)
+	if count == 0 || count > 64 || n.gpuIndices[count-1] != count-1 {
+		return 0, false
+	}
+	return (^uint64(0) >> (64 - count)) &^ n.gpus.takenLow, true
+}
+
+// gpuScore rates the node's best free set of k GPUs beside reserved GPUs held for others, through
+// memo. Prioritize and the shortlist ask it of every node on every call, so the usual node is
+// scored from its bit set, without a copy of its state.
+func (n *nodeInfo) gpuScore(memo *decide.ScoreMemo, k, reserved int64) int {
+	if n.topo == nil || k <= 0 {
+		return 0
+	}
+	if free, ok := n.freeByIndex(); ok {
+		return memo.ScoreFree(n.topo, decide.DropHighest(free, n.gpus.unknown+reserved), k)
+	}
+	return memo.Score(n.gpuState(), k, reserved)
 }

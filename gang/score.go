@@ -72,7 +72,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 		if len(reserved) > 0 {
 			held = reserved[name].GPU
 		}
-		scores[i] = int64(memo.Score(n.gpuState(), p.Requests.GPU, held))
+		scores[i] = int64(n.gpuScore(&memo, p.Requests.GPU, held))
 		if near != nil {
 			scores[i] = near.score(n, scores[i])
 		}
