@@ -15,10 +15,10 @@ import (
 // make it true in the live state (the ledger, the book, the gang's record) and collect the effects
 // to emit once the lock is let go. They expect the manager's lock held for writing.
 
-// applyAdmissionLocked makes an admission true for member p of gang g: it gives the member its place in
-// the gang's live reservation, or books the new reservation (taking over the reservations it
-// yields to and marking the pods it evicts), or books a starving gang's hold; and it records why
-// the gang waits.
+// applyAdmissionLocked makes an admission true for member p of gang g: it gives the member its
+// place in the gang's live reservation, or books the new reservation (taking over the
+// reservations it yields to and marking the pods it evicts), or books a starving gang's hold; and
+// it records why the gang waits.
 func (m *Manager) applyAdmissionLocked(p *podInfo, g *gangInfo, a decide.Admission, fx *effects) {
 	if a.Join || a.Slot >= 0 {
 		m.takePlaceLocked(p, g, a)
@@ -41,8 +41,8 @@ func (m *Manager) applyAdmissionLocked(p *podInfo, g *gangInfo, a decide.Admissi
 	}
 }
 
-// takePlaceLocked gives the member its place in its gang's live reservation: the slot decided, or a new
-// one beyond the plan (Join), moved to the node decided.
+// takePlaceLocked gives the member its place in its gang's live reservation: the slot decided,
+// or a new one beyond the plan (Join), moved to the node decided.
 func (m *Manager) takePlaceLocked(p *podInfo, g *gangInfo, a decide.Admission) {
 	res := m.snapshots.live[g.key]
 	var s *slot

@@ -37,7 +37,8 @@
 //   - ledger.go: the ledger of pods, nodes and gangs, and its records; gpus.go: the GPUs bound pods
 //     hold on each node, by index.
 //   - book.go: the reservations, the go-cache book that holds them, and how they end by expiring.
-//   - sweep.go: the periodic sweep: expiries reported, a starving gang's hold, stranded gangs woken.
+//   - sweep.go: the periodic sweep: expiries reported, a starving gang's hold, stranded gangs
+//     woken.
 //   - effects.go: Events, the pod conditions that wake parked members (waker), nominations.
 //   - queues.go: team queues as the watchers report them, and /debug/queues.
 //   - status.go, nodes.go: /debug/gangs, the group objects' standing, /debug/nodes.

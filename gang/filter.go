@@ -159,7 +159,8 @@ func answer(a decide.Admission, offered []string) FilterResult {
 // filterFree passes the nodes where req fits beside bound pods and the reservations (of rs) the
 // view respects: the pod's own gang's is its own to use, and those of lower-priority gangs yield
 // to it (the bind takes them over, see bindNow). A shortlister, when given, then narrows the
-// passing nodes (the shortlist, below); it ranks each as the loop passes it, while the node is at hand.
+// passing nodes (the shortlist, below); it ranks each as the loop passes it, while the node is at
+// hand.
 func (m *Manager) filterFree(req placement.Resources, v decide.View, rs decide.Reservations, nodes []string, sl *shortlister) FilterResult {
 	held, _ := rs.Held(v)
 	for node, r := range v.Quorums {

@@ -114,8 +114,8 @@ func (c Config) withDefaults() Config {
 // Manager answers the scheduler's verbs and takes in what the informers and the group and queue
 // watchers report. It owns the lock and the live state, and every change to that state goes
 // through it in one shape: lock, bring the snapshot up to date, decide (package decide, on the
-// snapshot), apply the decision (applyAdmissionLocked and its kind), unlock, emit the effects (Events,
-// pod conditions, evictions, nominations) collected meanwhile.
+// snapshot), apply the decision (applyAdmissionLocked and its kind), unlock, emit the effects
+// (Events, pod conditions, evictions, nominations) collected meanwhile.
 //
 // One lock guards the ledger and the book: a gang's admission decision reads every node and every
 // other gang's reservation, and two gangs deciding at once on the same free capacity is exactly

@@ -30,8 +30,8 @@ type Metrics struct {
 	evictions *prometheus.CounterVec
 	// shortlisted counts filter answers narrowed to the nodes lockstep ranks best.
 	shortlisted prometheus.Counter
-	// gathers is how long members waited at filter for the rest of their gang (filter.go, gathering): time
-	// the scheduler's loop was paused.
+	// gathers is how long members waited at filter for the rest of their gang (filter.go,
+	// gathering): time the scheduler's loop was paused.
 	gathers *prometheus.HistogramVec
 	// gathering counts the filter calls waiting now.
 	gathering prometheus.Gauge
