@@ -49,6 +49,7 @@ func (m *Manager) takePlaceLocked(p *podInfo, g *gangInfo, a decide.Admission) {
 	if a.Join {
 		s = &slot{plannedFor: p.UID, node: a.Node, requests: p.Requests, state: decide.SlotPlanned}
 		res.slots = append(res.slots, s)
+		res.changed()
 	} else {
 		s = res.slots[a.Slot]
 	}
@@ -63,6 +64,7 @@ func (m *Manager) takePlaceLocked(p *podInfo, g *gangInfo, a decide.Admission) {
 	if a.Node != "" && a.Node != s.node {
 		// Moved only while reserved: a committing binding reads its slot's node unlocked.
 		s.node = a.Node
+		res.changed()
 		m.nominations.withdraw(s)
 	}
 }

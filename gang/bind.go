@@ -92,6 +92,7 @@ func (m *Manager) decideBindLocked(p *podInfo, node string) bindDecision {
 	}
 	if s.state == decide.SlotReserved {
 		s.state = decide.SlotWaiting
+		res.changed()
 	}
 	if ready := ready(g, p.Spec, res); res.state == decide.Reserving && ready.Meets(p.Spec) {
 		m.quorumReadyLocked(g, res, p.Spec)
@@ -246,7 +247,7 @@ func (m *Manager) takeNodeLocked(p *podInfo, node string, fx *effects) {
 	if n == nil || m.book.empty() {
 		return
 	}
-	rs, live := m.book.view()
+	rs, live := m.book.view(true)
 	for _, gang := range decide.TakeNode(rs, n.view(), p.Gang, p.Priority, p.Requests) {
 		m.yieldLocked(live[gang], "pod "+p.Key(), p.Priority, fx)
 	}

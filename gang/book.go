@@ -82,6 +82,7 @@ func (b *reservationBook) release(res *reservation) {
 		return
 	}
 	res.state = decide.Released
+	res.changed()
 	b.cache.Delete(res.gang)
 	close(res.done)
 	if b.onReleased != nil {
@@ -96,11 +97,11 @@ func (b *reservationBook) sweep() { b.cache.DeleteExpired() }
 // calls then need no copy of it.
 func (b *reservationBook) empty() bool { return b.cache.ItemCount() == 0 }
 
-// view is the live reservations and holds as decisions read them, copied, and the live ones they
-// were copied from, by gang. A decision names reservations by gang, and applying it must reach the
-// very ones it read: go-cache hides an entry the moment it expires, so asking the book again even
-// under the same lock can find one gone.
-func (b *reservationBook) view() (decide.Reservations, map[string]*reservation) {
+// view is the live reservations and holds as decisions read them, copied (keep as in
+// reservation.view), and the live ones they were copied from, by gang. A decision names
+// reservations by gang, and applying it must reach the very ones it read: go-cache hides an entry
+// the moment it expires, so asking the book again even under the same lock can find one gone.
+func (b *reservationBook) view(keep bool) (decide.Reservations, map[string]*reservation) {
 	if b.empty() {
 		return nil, nil // most calls of a cluster without gangs waiting: no copy to make
 	}
@@ -108,15 +109,15 @@ func (b *reservationBook) view() (decide.Reservations, map[string]*reservation) 
 	out, live := make(decide.Reservations, len(items)), make(map[string]*reservation, len(items))
 	for key, item := range items {
 		if res := item.Object.(*reservation); res.state != decide.Released {
-			out[key], live[key] = res.view(), res
+			out[key], live[key] = res.view(keep), res
 		}
 	}
 	return out, live
 }
 
-// reservations is view without the live ones, for questions that only read.
+// reservations is view for questions that only read, under the shared lock.
 func (b *reservationBook) reservations() decide.Reservations {
-	rs, _ := b.view()
+	rs, _ := b.view(false)
 	return rs
 }
 
@@ -179,7 +180,16 @@ type reservation struct {
 	yieldedTo string
 	// done is closed when the reservation is released, by commit or expiry.
 	done chan struct{}
+	// changes counts the changes to what decisions read of it (its state, its slots); copy is its
+	// view as of copied changes (view).
+	changes, copied uint64
+	copy            *decide.Reservation
 }
+
+// changed notes that what decisions read of the reservation changed: its state, or a slot's
+// member, node, requests, state or settling. Every such change calls it, or decisions would read
+// the reservation as it was (the tests compare every view kept with a fresh one).
+func (r *reservation) changed() { r.changes++ }
 
 // newReservation makes a decision's planned reservation live; the member at filter, if its slot
 // names one, holds its slot already.
@@ -196,8 +206,22 @@ func newReservation(plan *decide.Reservation, member *podInfo) *reservation {
 	return res
 }
 
-// view is the reservation as decisions read it: its slots copied.
-func (r *reservation) view() *decide.Reservation {
+// view is the reservation as decisions read it, its slots copied. The copy is kept until the
+// reservation next changes when keep says the caller holds the lock for writing: a burst of gangs
+// holds hundreds of reservations, and each member's filter would copy them all again.
+func (r *reservation) view(keep bool) *decide.Reservation {
+	if r.copy != nil && r.copied == r.changes {
+		return r.copy
+	}
+	out := r.copyView()
+	if keep {
+		r.copy, r.copied = out, r.changes
+	}
+	return out
+}
+
+// copyView is a copy of the reservation as decisions read it, made now.
+func (r *reservation) copyView() *decide.Reservation {
 	out := &decide.Reservation{Gang: r.gang, Priority: r.priority, Queue: r.queue, Created: r.created,
 		Expires: r.expires, State: r.state, Slots: make([]decide.Slot, len(r.slots))}
 	for i, s := range r.slots {
@@ -233,6 +257,7 @@ func (r *reservation) slotFor(uid types.UID) *slot {
 
 // take gives a slot to a member.
 func (r *reservation) take(s *slot, p *podInfo) {
+	r.changed()
 	s.pod, s.state = p, decide.SlotReserved
 	s.requests = p.Requests
 }
@@ -240,6 +265,7 @@ func (r *reservation) take(s *slot, p *podInfo) {
 // unclaim returns a departed member's slot to the pool so a replacement can take it.
 func (r *reservation) unclaim(uid types.UID) {
 	if s := r.slotOf(uid); s != nil && s.holdsCapacity() {
+		r.changed()
 		s.pod, s.state = nil, decide.SlotPlanned
 	}
 }
@@ -275,6 +301,7 @@ func (m *Manager) expireLocked(key string, res *reservation, fx *effects) {
 		return
 	}
 	res.state = decide.Released
+	res.changed()
 	res.expired = true
 	close(res.done)
 	m.nominations.withdrawReleased(res)

@@ -31,6 +31,7 @@ type commitOutcome struct {
 // bindings.
 func (m *Manager) startCommitLocked(g *gangInfo, res *reservation) {
 	res.state = decide.Committing
+	res.changed()
 	m.book.keepUntilReleased(res)
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
 	c := &commitRun{m: m, g: g, res: res, cancel: cancel}
@@ -94,6 +95,7 @@ func (c *commitRun) run() {
 func (c *commitRun) recordLocked(out commitOutcome) {
 	l, s := c.m.ledger, out.slot
 	s.cancel()
+	c.res.changed()
 	if out.err != nil {
 		s.state, s.err = decide.SlotFailed, out.err
 		l.unchooseGPUs(s.node, s.pod.UID, s.gpuIDs)

@@ -435,6 +435,7 @@ func (l *ledger) settleSlot(p *podInfo) {
 	}
 	if s := g.reservation.slotOf(p.UID); s != nil && s.node == p.Node {
 		s.settled = true
+		g.reservation.changed()
 	}
 }
 

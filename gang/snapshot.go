@@ -73,24 +73,38 @@ func (ss *snapshots) current() *decide.Snapshot {
 			delete(s.Gangs, key)
 		}
 	}
-	l.changed = newChanges()
-	ss.live = ss.fillSmallParts(s)
+	clear(l.changed.pods)
+	clear(l.changed.nodes)
+	clear(l.changed.gangs)
+	ss.live = ss.fillSmallParts(s, true)
 	if verifySnapshots {
-		if diff := snapshotDiff(s, ss.fresh()); diff != "" {
+		if diff := snapshotDiff(s, ss.fresh()) + ss.keptCopiesDiff(s); diff != "" {
 			panic("gang: the snapshot fell out of step with the ledger: " + diff)
 		}
 	}
 	return s
 }
 
+// keptCopiesDiff names a reservation whose kept copy (reservation.view) differs from one made now,
+// "" when none does. It compares with the very reservations s's were copied from: go-cache hides
+// one the moment it expires, so another look at the book may not see the same ones.
+func (ss *snapshots) keptCopiesDiff(s *decide.Snapshot) string {
+	for key, res := range ss.live {
+		if !reflect.DeepEqual(s.Reservations[key], res.copyView()) {
+			return "reservations differ: " + key
+		}
+	}
+	return ""
+}
+
 // fillSmallParts copies what is copied whole at every decision, and returns the live reservations
-// s's were copied from.
-func (ss *snapshots) fillSmallParts(s *decide.Snapshot) map[string]*reservation {
+// s's were copied from; keep lets the reservations keep their copies (reservation.view).
+func (ss *snapshots) fillSmallParts(s *decide.Snapshot, keep bool) map[string]*reservation {
 	l := ss.ledger
 	s.Now = ss.now()
 	s.Rules = ss.rules
 	var live map[string]*reservation
-	s.Reservations, live = ss.book.view()
+	s.Reservations, live = ss.book.view(keep)
 	s.Quota = ss.quota()
 	s.QueueBinding = maps.Clone(l.queueBinding)
 	s.Schedulable, s.Unqueued = l.schedulable, l.unqueued
@@ -112,7 +126,7 @@ func (ss *snapshots) fresh() *decide.Snapshot {
 	for key, g := range l.gangs {
 		s.Gangs[key] = gangOf(g, s.Pods)
 	}
-	ss.fillSmallParts(s)
+	ss.fillSmallParts(s, false)
 	return s
 }
 
@@ -166,7 +180,7 @@ func (ss *snapshots) ofGangs() *decide.Snapshot {
 	for key, g := range ss.ledger.gangs {
 		s.Gangs[key] = g.view()
 	}
-	ss.fillSmallParts(s)
+	ss.fillSmallParts(s, false)
 	return s
 }
 
