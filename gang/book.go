@@ -22,6 +22,9 @@ import (
 type reservationBook struct {
 	cache      *gocache.Cache
 	onReleased func(res *reservation)
+	// touched are the gangs whose entry changed since the snapshot last looked (snapshot.go):
+	// booked, kept, released, or a change to what decisions read of it (reservation.changed).
+	touched map[string]bool
 }
 
 // newReservationBook makes a book that hands expired reservations to onExpired, on a goroutine of
@@ -31,7 +34,7 @@ type reservationBook struct {
 func newReservationBook(onExpired func(gang string, res *reservation), onReleased func(res *reservation)) *reservationBook {
 	// No janitor of go-cache's own: it would hold the callback, and with it the manager, for the
 	// life of the process. The manager's sweep runs until Stop.
-	b := &reservationBook{cache: gocache.New(gocache.NoExpiration, 0), onReleased: onReleased}
+	b := &reservationBook{cache: gocache.New(gocache.NoExpiration, 0), onReleased: onReleased, touched: map[string]bool{}}
 	b.cache.OnEvicted(func(gang string, v any) { go onExpired(gang, v.(*reservation)) })
 	return b
 }
@@ -67,13 +70,20 @@ func (b *reservationBook) hold(gang string) *reservation {
 }
 
 // add books a new reservation for ttl.
-func (b *reservationBook) add(res *reservation, ttl time.Duration) { b.cache.Set(res.gang, res, ttl) }
+func (b *reservationBook) add(res *reservation, ttl time.Duration) { b.set(res, ttl) }
 
 // keepUntilReleased stops a committing reservation from expiring: a commit can outlive the
 // waiting time when the apiserver is slow, and the capacity stays held until the last binding is
 // answered so that nothing else is offered it meanwhile.
-func (b *reservationBook) keepUntilReleased(res *reservation) {
-	b.cache.Set(res.gang, res, gocache.NoExpiration)
+func (b *reservationBook) keepUntilReleased(res *reservation) { b.set(res, gocache.NoExpiration) }
+
+// set puts res in the cache for ttl and remembers, in the reservation, the very instant go-cache
+// will hide it (zero for never): the snapshot drops it then, without asking the cache again.
+func (b *reservationBook) set(res *reservation, ttl time.Duration) {
+	b.cache.Set(res.gang, res, ttl)
+	_, res.hiddenAt, _ = b.cache.GetWithExpiration(res.gang)
+	res.book = b
+	res.changed()
 }
 
 // release drops a reservation, committed or not, and wakes the binds waiting on it.
@@ -184,12 +194,27 @@ type reservation struct {
 	// view as of copied changes (view).
 	changes, copied uint64
 	copy            *decide.Reservation
+	// book is the one it is booked in, which hides it from hiddenAt on (zero: never); nil
+	// before it is booked.
+	book     *reservationBook
+	hiddenAt time.Time
 }
 
 // changed notes that what decisions read of the reservation changed: its state, or a slot's
 // member, node, requests, state or settling. Every such change calls it, or decisions would read
 // the reservation as it was (the tests compare every view kept with a fresh one).
-func (r *reservation) changed() { r.changes++ }
+func (r *reservation) changed() {
+	r.changes++
+	if r.book != nil {
+		r.book.touched[r.gang] = true
+	}
+}
+
+// hidden reports whether go-cache hides the reservation at now: it expired, and the sweep has not
+// reported it yet.
+func (r *reservation) hidden(now time.Time) bool {
+	return !r.hiddenAt.IsZero() && now.After(r.hiddenAt)
+}
 
 // newReservation makes a decision's planned reservation live; the member at filter, if its slot
 // names one, holds its slot already.

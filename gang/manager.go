@@ -168,7 +168,7 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 	m.nominations = &nominations{ledger: m.ledger, to: cfg.Nominator}
 	m.book = newReservationBook(m.onExpired, m.nominations.withdrawReleased)
 	m.snapshots = &snapshots{ledger: m.ledger, book: m.book, rules: m.rules, now: func() time.Time { return m.now() },
-		evictRefused: m.evictRefused, snap: newSnapshot()}
+		evictRefused: m.evictRefused, snap: newSnapshot(), live: map[string]*reservation{}}
 	m.wake = newWaker(m.ledger, m.book, metrics)
 	go m.sweepExpired()
 	go m.wake.conditions.run(m.stop)

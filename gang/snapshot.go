@@ -17,10 +17,9 @@ import (
 
 // The snapshot decisions read (package decide). It is kept in step with the live state the way
 // kube-scheduler keeps its own: between two decisions only the records the ledger noted as
-// changed are copied again, so that a decision costs what changed since the last one, not the
-// size of the cluster. The reservations, the team queues' book and the few small maps are copied
-// whole: each is small beside the pods and nodes, and the reservations change with every filter
-// of a member.
+// changed, and the reservations the book noted as touched (or go-cache hides since), are copied
+// again, so that a decision costs what changed since the last one, not the size of the cluster.
+// The team queues' book is copied again after it changed, the few small maps every time.
 
 // verifySnapshots makes every snapshot be compared with one made afresh, panicking at the first
 // difference: a change to the live state the ledger did not note would otherwise leave decisions
@@ -37,7 +36,8 @@ type snapshots struct {
 	now          func() time.Time
 	evictRefused map[types.UID]time.Time
 	snap         *decide.Snapshot
-	// live are the reservations the snapshot's were copied from, by gang (reservationBook.view).
+	// live are the reservations the snapshot's were copied from, by gang: applying a decision
+	// reaches the very ones it read, even one go-cache hid since.
 	live      map[string]*reservation
 	quotaCopy atomic.Pointer[quota.Book]
 }
@@ -76,40 +76,72 @@ func (ss *snapshots) current() *decide.Snapshot {
 	clear(l.changed.pods)
 	clear(l.changed.nodes)
 	clear(l.changed.gangs)
-	ss.live = ss.fillSmallParts(s, true)
+	ss.refreshReservations(s)
+	ss.fillSmallParts(s)
 	if verifySnapshots {
-		if diff := snapshotDiff(s, ss.fresh()) + ss.keptCopiesDiff(s); diff != "" {
+		if diff := snapshotDiff(s, ss.fresh()) + ss.reservationsDiff(s); diff != "" {
 			panic("gang: the snapshot fell out of step with the ledger: " + diff)
 		}
 	}
 	return s
 }
 
-// keptCopiesDiff names a reservation whose kept copy (reservation.view) differs from one made now,
-// "" when none does. It compares with the very reservations s's were copied from: go-cache hides
-// one the moment it expires, so another look at the book may not see the same ones.
-func (ss *snapshots) keptCopiesDiff(s *decide.Snapshot) string {
-	for key, res := range ss.live {
-		if !reflect.DeepEqual(s.Reservations[key], res.copyView()) {
-			return "reservations differ: " + key
+// refreshReservations brings the snapshot's reservations, and the live ones they are copies of
+// (live), up to date: those the book touched since, and those go-cache hides since, because
+// they expired.
+func (ss *snapshots) refreshReservations(s *decide.Snapshot) {
+	b := ss.book
+	for gang := range b.touched {
+		if res := b.live(gang); res != nil {
+			s.Reservations[gang], ss.live[gang] = res.view(true), res
+		} else {
+			delete(s.Reservations, gang)
+			delete(ss.live, gang)
 		}
+	}
+	clear(b.touched)
+	now := time.Now() // go-cache's own clock, whatever the manager decides by
+	for gang, res := range ss.live {
+		if res.hidden(now) {
+			delete(s.Reservations, gang)
+			delete(ss.live, gang)
+		}
+	}
+}
+
+// reservationsDiff names a reservation the snapshot has other than the book has it now, "" when
+// none. The book is asked after the snapshot was brought up to date, so one that expired in
+// between is in the snapshot alone, rightly.
+func (ss *snapshots) reservationsDiff(s *decide.Snapshot) string {
+	_, now := ss.book.view(false)
+	for gang, res := range now {
+		if ss.live[gang] != res {
+			return "reservations differ: " + gang + " is not in the snapshot as booked"
+		}
+		if !reflect.DeepEqual(s.Reservations[gang], res.copyView()) {
+			return "reservations differ: " + gang + "'s copy is stale"
+		}
+	}
+	for gang, res := range ss.live {
+		if now[gang] == nil && !res.hidden(time.Now()) {
+			return "reservations differ: " + gang + " is in the snapshot, not in the book"
+		}
+	}
+	if len(s.Reservations) != len(ss.live) {
+		return "reservations differ: the copies and the live ones do not match"
 	}
 	return ""
 }
 
-// fillSmallParts copies what is copied whole at every decision, and returns the live reservations
-// s's were copied from; keep lets the reservations keep their copies (reservation.view).
-func (ss *snapshots) fillSmallParts(s *decide.Snapshot, keep bool) map[string]*reservation {
+// fillSmallParts copies what is copied whole at every decision.
+func (ss *snapshots) fillSmallParts(s *decide.Snapshot) {
 	l := ss.ledger
 	s.Now = ss.now()
 	s.Rules = ss.rules
-	var live map[string]*reservation
-	s.Reservations, live = ss.book.view(keep)
 	s.Quota = ss.quota()
 	s.QueueBinding = maps.Clone(l.queueBinding)
 	s.Schedulable, s.Unqueued = l.schedulable, l.unqueued
 	s.EvictRefused = maps.Clone(ss.evictRefused)
-	return live
 }
 
 // fresh is the snapshot made from nothing: what current must equal.
@@ -126,12 +158,14 @@ func (ss *snapshots) fresh() *decide.Snapshot {
 	for key, g := range l.gangs {
 		s.Gangs[key] = gangOf(g, s.Pods)
 	}
-	ss.fillSmallParts(s, false)
+	s.Reservations = ss.book.reservations()
+	ss.fillSmallParts(s)
 	return s
 }
 
 func newSnapshot() *decide.Snapshot {
-	return &decide.Snapshot{Nodes: map[string]*decide.Node{}, Pods: map[types.UID]*decide.Pod{}, Gangs: map[string]*decide.Gang{}}
+	return &decide.Snapshot{Nodes: map[string]*decide.Node{}, Pods: map[types.UID]*decide.Pod{}, Gangs: map[string]*decide.Gang{},
+		Reservations: decide.Reservations{}}
 }
 
 // gangOf is a gang as the snapshot has it: its members are the snapshot's own pods.
@@ -180,7 +214,8 @@ func (ss *snapshots) ofGangs() *decide.Snapshot {
 	for key, g := range ss.ledger.gangs {
 		s.Gangs[key] = g.view()
 	}
-	ss.fillSmallParts(s, false)
+	s.Reservations = ss.book.reservations()
+	ss.fillSmallParts(s)
 	return s
 }
 
