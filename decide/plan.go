@@ -38,7 +38,7 @@ func (s *Snapshot) planView(g *Gang, held map[string]placement.Resources, only m
 	}
 	memo := &ScoreMemo{} // one plan scores every node per member; most share a state
 	in.NodeScore = func(node string, req placement.Resources) int {
-		return memo.Score(s.Nodes[node].GPUs, req.GPU, held[node].GPU)
+		return memo.Score(&s.Nodes[node].GPUs, req.GPU, held[node].GPU)
 	}
 	return in
 }

@@ -10,7 +10,7 @@ import (
 // highest-numbered free ones: a guess, but one that keeps the count right, and the device plugin
 // on such a node is not following lockstep's choices anyway. ok is false for nodes of more than 64
 // GPUs.
-func (g GPUs) freeMask(reserved int64) (mask uint64, ok bool) {
+func (g *GPUs) freeMask(reserved int64) (mask uint64, ok bool) {
 	if g.FreeBig != nil || len(g.Indices) > 64 {
 		return 0, false
 	}
@@ -27,7 +27,7 @@ func DropHighest(mask uint64, n int64) uint64 {
 }
 
 // FreeIndices is freeMask for any node, as the GPU indices, ascending.
-func (g GPUs) FreeIndices(reserved int64) []int {
+func (g *GPUs) FreeIndices(reserved int64) []int {
 	positions := g.FreeBig
 	if positions == nil {
 		for p := range g.Indices {
@@ -69,7 +69,7 @@ type scoreEntry struct {
 
 // Score rates the best set of k GPUs the node can give beside reserved GPUs held for others;
 // nodes without GPUs score 0.
-func (memo *ScoreMemo) Score(g GPUs, k, reserved int64) int {
+func (memo *ScoreMemo) Score(g *GPUs, k, reserved int64) int {
 	if g.Topo == nil || k <= 0 {
 		return 0
 	}

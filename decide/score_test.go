@@ -94,7 +94,7 @@ func TestScoreMemo(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var memo ScoreMemo
-			got := memo.Score(tc.gpus, tc.k, tc.reserved)
+			got := memo.Score(&tc.gpus, tc.k, tc.reserved)
 			if tc.zero {
 				assert.Zero(t, got)
 			}
@@ -115,7 +115,7 @@ func TestScoreMemoAgreesWithTheTopology(t *testing.T) {
 			for k := int64(1); k <= 4; k++ {
 				g.Free = free
 				want := g.Topo.ScoreMask(free, int(k))
-				require.Equal(t, want, memo.Score(g, k, 0), "round %d, free %08b, k %d", round, free, k)
+				require.Equal(t, want, memo.Score(&g, k, 0), "round %d, free %08b, k %d", round, free, k)
 			}
 		}
 	}

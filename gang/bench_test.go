@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // BenchmarkAdmitGang5000 is the first filter of a gang of 4 x 2 GPUs on 5,000 idle 8-GPU nodes:
@@ -52,5 +53,48 @@ func BenchmarkFilterOrdinaryGPUPod1000(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkBurst250x8 is make bench's burst inside the process: 250 gangs of 8 x 1 GPU, all
+// created before the first filter, on 1,000 8-GPU nodes, each gang's members filtered and bound
+// one after another as kube-scheduler takes them, with a binder that answers at once. What it
+// measures is lockstep's own work per gang, apart from the apiserver and the scheduler: the loop
+// for profiling a change to the decisions before the real bench.
+func BenchmarkBurst250x8(b *testing.B) {
+	verifySnapshots = false // the benchmark measures lockstep, not the check
+	defer func() { verifySnapshots = true }()
+	for range b.N {
+		b.StopTimer()
+		e := newEnv(&testing.T{}, testConfig(), builders.GPUNodes("n", 1000, 8)...)
+		gangs := make([][]*corev1.Pod, 250)
+		for i := range gangs {
+			gangs[i] = members("default", fmt.Sprintf("g%d", i), fmt.Sprintf("g%d", i), 8, 8, 1)
+			e.add(gangs[i]...)
+		}
+		b.StartTimer()
+		for _, g := range gangs {
+			bindGangAsScheduled(b, e, g)
+		}
+		b.StopTimer()
+		e.m.Stop()
+	}
+}
+
+// bindGangAsScheduled filters and binds each member in turn, as kube-scheduler does, and waits
+// for every bind to answer.
+func bindGangAsScheduled(b *testing.B, e *env, gang []*corev1.Pod) {
+	var binds []<-chan error
+	for _, p := range gang {
+		passing := e.m.Filter(p, e.nodes).Passing(e.nodes)
+		if len(passing) != 1 {
+			b.Fatalf("member %s: %d nodes pass, want its reserved one", p.Name, len(passing))
+		}
+		binds = append(binds, e.bindAsync(p, passing[0]))
+	}
+	for _, done := range binds {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
 	}
 }

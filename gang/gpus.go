@@ -69,7 +69,8 @@ func (l *ledger) chooseGPUs(node string, uid types.UID, k int64) []int {
 	if !ok || n.topo == nil || k <= 0 {
 		return nil
 	}
-	set, _, ok := n.topo.BestSet(n.gpuState().FreeIndices(0), int(k))
+	free := n.gpuState()
+	set, _, ok := n.topo.BestSet(free.FreeIndices(0), int(k))
 	if !ok {
 		return nil
 	}
@@ -124,5 +125,6 @@ func (n *nodeInfo) gpuScore(memo *decide.ScoreMemo, k, reserved int64) int {
 	if free, ok := n.freeByIndex(); ok {
 		return memo.ScoreFree(n.topo, decide.DropHighest(free, n.gpus.unknown+reserved), k)
 	}
-	return memo.Score(n.gpuState(), k, reserved)
+	state := n.gpuState()
+	return memo.Score(&state, k, reserved)
 }

@@ -181,7 +181,8 @@ func TestGPUStateShortcutAgreesWithTheLedger(t *testing.T) {
 			} else {
 				h := holding{uid: types.UID(fmt.Sprint("pod-", step)), count: int64(1 + rng.IntN(2))}
 				if rng.IntN(2) == 0 {
-					free := node.gpuState().FreeIndices(0)
+					state := node.gpuState()
+					free := state.FreeIndices(0)
 					if len(free) < int(h.count) {
 						continue
 					}

@@ -122,7 +122,8 @@ func TestPrioritizeMemoAndReusedScores(t *testing.T) {
 			n := e.m.ledger.nodes[name]
 			want := 0
 			if n.topo != nil {
-				want = n.topo.Score(n.gpuState().FreeIndices(0), int(k))
+				state := n.gpuState()
+				want = n.topo.Score(state.FreeIndices(0), int(k))
 			}
 			require.Equal(t, int64(want), scores[i], "%d GPUs on %s", k, name)
 		}
