@@ -89,7 +89,7 @@ func (w *nodeWrapper) WithTopology() *nodeWrapper {
 	if err != nil || topo == nil {
 		panic("no GPU topology for " + w.Name)
 	}
-	w.GPUs = GPUs{Topo: topo, Indices: topo.Indices(), Free: ^uint64(0) >> (64 - topo.Len())}
+	w.GPUs = gpu.FreeSet{Topo: topo, Indices: topo.Indices(), Free: ^uint64(0) >> (64 - topo.Len())}
 	return w
 }
 

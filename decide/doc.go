@@ -20,5 +20,5 @@
 // (counting toward a quorum, extras, the quorums extras leave room for, member checks), admit.go
 // (the admission of a member), plan.go (planning a quorum: free capacity, node rules, network
 // tiers), queue.go (the queue question), evict.go (takeover, taking back, preemption, reclaim),
-// hold.go (the starvation rule), line.go (the line of waiting gangs), score.go (GPU scores).
+// hold.go (the starvation rule), line.go (the line of waiting gangs). GPU scores are package gpu's (FreeSet, Memo).
 package decide

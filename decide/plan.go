@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockstep-sched/lockstep/fabric"
 	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/placement"
 )
 
@@ -36,7 +37,7 @@ func (s *Snapshot) planView(g *Gang, held map[string]placement.Resources, only m
 			in.GangNodes[q.Node] = true
 		}
 	}
-	memo := &ScoreMemo{} // one plan scores every node per member; most share a state
+	memo := &gpu.Memo{} // one plan scores every node per member; most share a state
 	in.NodeScore = func(node string, req placement.Resources) int {
 		return memo.Score(&s.Nodes[node].GPUs, req.GPU, held[node].GPU)
 	}

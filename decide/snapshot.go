@@ -130,7 +130,7 @@ type Node struct {
 	// HardTaints its NoSchedule and NoExecute taints.
 	Object     *corev1.Node
 	HardTaints []corev1.Taint
-	GPUs       GPUs
+	GPUs       gpu.FreeSet
 }
 
 // Free is what the node has left after bound pods and the ordinary binds on their way.
@@ -272,20 +272,6 @@ func (s *Snapshot) waitingTime(spec *gangspec.Spec) time.Duration {
 // WaitingTime is how long a reservation lives for a gang of spec under rules.
 func WaitingTime(rules Rules, spec *gangspec.Spec) time.Duration {
 	return (&Snapshot{Rules: rules}).waitingTime(spec)
-}
-
-// GPUs is a node's GPUs as scoring reads them: its topology and which are free.
-type GPUs struct {
-	// Topo is the node's GPU topology, nil without GPUs; Indices its GPU indices, ascending.
-	Topo    *gpu.Topology
-	Indices []int
-	// Free has bit p set while the GPU Indices[p] is free by index (nodes of up to 64 GPUs);
-	// FreeBig lists those positions for larger nodes.
-	Free    uint64
-	FreeBig []int
-	// Unknown counts GPUs taken by pods whose indices lockstep does not know: they are assumed
-	// to be the highest-numbered free ones.
-	Unknown int64
 }
 
 // --- which reservations a decision respects -----------------------------------------------

@@ -167,7 +167,7 @@ type slot struct {
 	// cancel stops the member's binding while the gang commits; nil before.
 	cancel context.CancelFunc
 	// nominated is the node the member the slot was planned for was nominated to
-	// (effects.go); "" when no nomination stands.
+	// (apply.go); "" when no nomination stands.
 	nominated string
 }
 

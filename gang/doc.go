@@ -31,7 +31,8 @@
 //   - preempt.go: the preempt verb: the review of kube-scheduler's preemption, and the planning of
 //     a gang no node took.
 //   - apply.go: applyAdmissionLocked, the one place an admission is made true (reservations
-//     booked, taken over, holds, evictions marked), and what it takes over.
+//     booked, taken over, holds, evictions marked); and the effects decisions have (Events, the
+//     pod conditions that wake parked members, nominations), sent after the lock.
 //   - evict.go: evictions carried out through the Eviction API, after the lock.
 //   - snapshot.go: the snapshot decisions read, kept in step with the ledger and the book.
 //   - ledger.go: the ledger of pods, nodes and gangs, and its records; gpus.go: the GPUs bound pods
@@ -39,7 +40,6 @@
 //   - book.go: the reservations, the go-cache book that holds them, and how they end by expiring.
 //   - sweep.go: the periodic sweep: expiries reported, a starving gang's hold, stranded gangs
 //     woken.
-//   - effects.go: Events, the pod conditions that wake parked members (waker), nominations.
 //   - queues.go: team queues as the watchers report them, and /debug/queues.
 //   - status.go, nodes.go: /debug/gangs, the group objects' standing, /debug/nodes.
 //   - metrics.go: the Prometheus series.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockstep-sched/lockstep/decide"
 	"github.com/lockstep-sched/lockstep/gangspec"
+	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
@@ -266,7 +267,7 @@ func shortlistable(pod *corev1.Pod) bool {
 type shortlister struct {
 	gpus        int64
 	tolerations []corev1.Toleration
-	memo        decide.ScoreMemo
+	memo        gpu.Memo
 	best        shortlistRank
 	count       int
 	// at are the offered positions of the first nodes of the best rank so far. A few nodes

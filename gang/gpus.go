@@ -3,7 +3,7 @@ package gang
 import (
 	"slices"
 
-	"github.com/lockstep-sched/lockstep/decide"
+	"github.com/lockstep-sched/lockstep/gpu"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -52,7 +52,7 @@ func (l *gpuLedger) release(uid types.UID, ids []int, count int64) {
 
 // eachFreeByIndex calls f with the position in indices (the topology's, ascending) of every GPU
 // no pod holds by index, highest first. GPUs taken by pods of unknown indices are not among the
-// held: decide.GPUs says which of the free ones they are taken to be.
+// held: gpu.FreeSet says which of the free ones they are taken to be.
 func (l *gpuLedger) eachFreeByIndex(indices []int, f func(pos int)) {
 	for p := len(indices) - 1; p >= 0; p-- {
 		if _, taken := l.owner[indices[p]]; !taken {
@@ -87,11 +87,11 @@ func (l *ledger) unchooseGPUs(node string, uid types.UID, ids []int) {
 	}
 }
 
-// gpuState is the node's GPUs as scoring reads them (decide.GPUs). It allocates nothing for a
+// gpuState is the node's GPUs as scoring reads them (gpu.FreeSet). It allocates nothing for a
 // node of up to 64 GPUs numbered 0..n-1, as nearly all are: prioritize asks for it on every node
 // on every call.
-func (n *nodeInfo) gpuState() decide.GPUs {
-	g := decide.GPUs{Topo: n.topo, Indices: n.gpuIndices, Unknown: n.gpus.unknown}
+func (n *nodeInfo) gpuState() gpu.FreeSet {
+	g := gpu.FreeSet{Topo: n.topo, Indices: n.gpuIndices, Unknown: n.gpus.unknown}
 	if free, ok := n.freeByIndex(); ok {
 		g.Free = free
 	} else if len(n.gpuIndices) > 64 {
@@ -118,12 +118,12 @@ func (n *nodeInfo) freeByIndex() (free uint64, ok bool) {
 // gpuScore rates the node's best free set of k GPUs beside reserved GPUs held for others, through
 // memo. Prioritize and the shortlist ask it of every node on every call, so the usual node is
 // scored from its bit set, without a copy of its state.
-func (n *nodeInfo) gpuScore(memo *decide.ScoreMemo, k, reserved int64) int {
+func (n *nodeInfo) gpuScore(memo *gpu.Memo, k, reserved int64) int {
 	if n.topo == nil || k <= 0 {
 		return 0
 	}
 	if free, ok := n.freeByIndex(); ok {
-		return memo.ScoreFree(n.topo, decide.DropHighest(free, n.gpus.unknown+reserved), k)
+		return memo.ScoreFree(n.topo, gpu.DropHighest(free, n.gpus.unknown+reserved), k)
 	}
 	state := n.gpuState()
 	return memo.Score(&state, k, reserved)

@@ -75,7 +75,7 @@ type Config struct {
 	// object again: one waiting for its queue may go Inqueue now.
 	OnQueuesChange func()
 	// Nominator, when set, writes the nominated node of members lockstep holds a place for
-	// (effects.go); nil nominates nothing.
+	// (apply.go); nil nominates nothing.
 	Nominator Nominator
 	// GatherWait is how long past the latest arrival of a gang's member a member lacking only
 	// the rest of its gang waits at filter for the next (filter.go, gathering); 0 turns waiting off.

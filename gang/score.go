@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-sched/lockstep/decide"
+	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/wellknown"
 )
@@ -57,7 +58,7 @@ func (m *Manager) Prioritize(pod *corev1.Pod, nodes []string, dst []int64) []int
 		reserved, _ = m.book.reservations().Held(decide.Above(p.Gang, p.Priority))
 	}
 	near := nearMates(len(m.cfg.Tiers), m.ledger.nodes, mates)
-	var memo decide.ScoreMemo
+	var memo gpu.Memo
 	for i, name := range nodes {
 		n, ok := m.ledger.nodes[name]
 		if !ok || n.allocatable.GPU == 0 {

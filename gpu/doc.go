@@ -13,5 +13,7 @@
 // annotation format, the known-systems table and the scoring rules.
 //
 // It knows one node at a time and nothing of pods, gangs or which GPUs are taken: callers pass
-// the free set. It never talks to the apiserver (gpu-agent does that with what it returns).
+// the free set (FreeSet, whose GPUs of unknown indices are taken to be the highest-numbered), and
+// a Memo remembers one call's scores by state of use. It never talks to the apiserver (gpu-agent
+// does that with what it returns).
 package gpu

@@ -1,7 +1,7 @@
 // Package nominate writes kube-scheduler's status.nominatedNodeName for the gang members package
 // gang holds places for, and clears the nominations gang withdraws. It owns the write queue and
 // nothing else: which member goes to which node, and when a nomination ends, is gang's decision
-// (gang/effects.go, nominations).
+// (gang/apply.go, nominations).
 //
 // Writes go through client-go's workqueue, one key per pod: a pod nominated and withdrawn before
 // the first write is made gets only the latest of the two, and no pod is written by two workers at

@@ -1,4 +1,4 @@
-package decide
+package gpu
 
 import (
 	"math/bits"
@@ -11,9 +11,9 @@ import (
 
 // randomGPUs is a node of 1 to 64 GPUs, numbered 0..n-1 or with gaps, with a random free set and
 // a random count of GPUs of unknown indices (now and then more than are free, or negative).
-func randomGPUs(r *rand.Rand) GPUs {
+func randomGPUs(r *rand.Rand) FreeSet {
 	n := 1 + r.IntN(64)
-	g := GPUs{Indices: make([]int, n), Unknown: r.Int64N(int64(n)+3) - 1}
+	g := FreeSet{Indices: make([]int, n), Unknown: r.Int64N(int64(n)+3) - 1}
 	next := 0
 	for p := range g.Indices {
 		if r.IntN(4) == 0 {
@@ -49,7 +49,7 @@ func TestFreeMaskAgreesWithFreeIndices(t *testing.T) {
 }
 
 func TestFreeIndicesTakesUnknownFromTheHighest(t *testing.T) {
-	g := GPUs{Indices: []int{0, 1, 2, 3, 5, 7}, Free: 0b110101} // positions 0, 2, 4, 5 free
+	g := FreeSet{Indices: []int{0, 1, 2, 3, 5, 7}, Free: 0b110101} // positions 0, 2, 4, 5 free
 	cases := []struct {
 		name             string
 		unknown, reserve int64
@@ -69,7 +69,7 @@ func TestFreeIndicesTakesUnknownFromTheHighest(t *testing.T) {
 }
 
 func TestFreeMaskRefusesNodesOfMoreThan64GPUs(t *testing.T) {
-	g := GPUs{Indices: make([]int, 72), FreeBig: []int{0, 70, 71}, Unknown: 1}
+	g := FreeSet{Indices: make([]int, 72), FreeBig: []int{0, 70, 71}, Unknown: 1}
 	for p := range g.Indices {
 		g.Indices[p] = p
 	}
@@ -79,21 +79,21 @@ func TestFreeMaskRefusesNodesOfMoreThan64GPUs(t *testing.T) {
 }
 
 func TestScoreMemo(t *testing.T) {
-	topo := makeNode("g", 8).WithTopology().GPUs
+	topo := idleDGX1(t)
 	cases := []struct {
 		name           string
-		gpus           GPUs
+		gpus           FreeSet
 		k, reserved    int64
 		zero, positive bool
 	}{
-		{name: "no topology scores 0", gpus: GPUs{Free: 0xff, Indices: []int{0, 1, 2, 3, 4, 5, 6, 7}}, k: 2, zero: true},
+		{name: "no topology scores 0", gpus: FreeSet{Free: 0xff, Indices: []int{0, 1, 2, 3, 4, 5, 6, 7}}, k: 2, zero: true},
 		{name: "a pod asking no GPU scores 0", gpus: topo, k: 0, zero: true},
 		{name: "an idle node scores", gpus: topo, k: 2, positive: true},
 		{name: "too few GPUs beside those reserved scores 0", gpus: topo, k: 2, reserved: 7, zero: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var memo ScoreMemo
+			var memo Memo
 			got := memo.Score(&tc.gpus, tc.k, tc.reserved)
 			if tc.zero {
 				assert.Zero(t, got)
@@ -108,8 +108,8 @@ func TestScoreMemo(t *testing.T) {
 // The memo must answer what the topology does for every state, whether it keeps the answer in its
 // array or, past 16 states, in its map.
 func TestScoreMemoAgreesWithTheTopology(t *testing.T) {
-	g := makeNode("g", 8).WithTopology().GPUs
-	var memo ScoreMemo
+	g := idleDGX1(t)
+	var memo Memo
 	for round := range 2 {
 		for free := range uint64(256) {
 			for k := int64(1); k <= 4; k++ {
@@ -119,4 +119,12 @@ func TestScoreMemoAgreesWithTheTopology(t *testing.T) {
 			}
 		}
 	}
+}
+
+// idleDGX1 is an idle DGX-1's GPUs: its eight GPUs free.
+func idleDGX1(t *testing.T) FreeSet {
+	t.Helper()
+	topo, err := dgx1V100()
+	require.NoError(t, err)
+	return FreeSet{Topo: topo, Indices: topo.Indices(), Free: 0xff}
 }
