@@ -404,6 +404,18 @@ func TestAdmitEvicts(t *testing.T) {
 			want:   waits,
 		},
 		{
+			name: "preemptionPolicy Never on the group object blocks evicting",
+			snap: rigidC().MayEvict().Pods(func() []*podWrapper {
+				a := members("a", 2, 4, makeSpec(2).PreemptNever())
+				for _, p := range a {
+					p.Priority(10)
+				}
+				return a
+			}()...),
+			member: "a-0",
+			want:   waits,
+		},
+		{
 			name:   "a gang with a member whose eviction was refused lately is not preempted",
 			snap:   rigidC().MayEvict().Refused("c-2", now.Add(-10*time.Second)).Pods(gangA(2, 2, 10)...),
 			member: "a-0",

@@ -64,9 +64,22 @@ func (w *specWrapper) Task(task string, minimum int) *specWrapper {
 
 func (w *specWrapper) Policy(p gangspec.MatchPolicy) *specWrapper { w.Spec.Policy = p; return w }
 
+// Group rules a Kubernetes 1.37 PodGroup carries: its members go only together, it evicts
+// nothing, its priority.
+func (w *specWrapper) DisruptAll() *specWrapper   { w.Spec.DisruptAll = true; return w }
+func (w *specWrapper) PreemptNever() *specWrapper { w.Spec.PreemptNever = true; return w }
+func (w *specWrapper) Priority(p int32) *specWrapper {
+	w.Spec.Priority, w.Spec.Source = &p, "Kubernetes PodGroup ns/a (scheduling.k8s.io/v1beta1)"
+	return w
+}
+
 func (w *specWrapper) Obj() *gangspec.Spec {
 	s := w.Spec
 	s.MinPerTask = maps.Clone(w.MinPerTask)
+	if w.Spec.Priority != nil {
+		p := *w.Spec.Priority
+		s.Priority = &p
+	}
 	return &s
 }
 

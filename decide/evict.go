@@ -202,11 +202,11 @@ func (s *Snapshot) evictRefusedLately(p *Pod) bool {
 	return ok && s.Now.Sub(at) < evictRefusedFor
 }
 
-// mayPreempt reports whether the gang may evict others for its quorum: evicting is on and its
-// members do not say preemptionPolicy: Never.
+// mayPreempt reports whether the gang may evict others for its quorum: evicting is on, and neither
+// its members nor its group object say preemptionPolicy: Never.
 func (s *Snapshot) mayPreempt(g *Gang) bool {
-	_, ref := g.Reference()
-	return s.Rules.MayEvict && ref != nil && !ref.PreemptNever
+	spec, ref := g.Reference()
+	return s.Rules.MayEvict && ref != nil && !ref.PreemptNever && !spec.PreemptNever
 }
 
 // freeing is what pods already being deleted will give back, per node, and what evicting units

@@ -159,12 +159,13 @@ func (g *Gang) BoundCount() int {
 // Extras are the gang's bound members it can lose and still hold its quorum, task minimums
 // included, the youngest first: the members beyond min-available an elastic job runs. Members
 // opted out (keep-extras), already going, or whose eviction was refused lately (refused) stay, and
-// count toward the quorum. A gang whose bound members never count (only-waiting) has none. Taking
+// count toward the quorum. A gang whose bound members never count (only-waiting), or whose members
+// go only together (disruptionMode all), has none. Taking
 // back (for another gang's quorum) and reclaim (for a queue below its share) both take these, and
 // only these, one by one; reclaim may also take the rest of a gang whole (reclaimUnits).
 func (g *Gang) Extras(refused func(*Pod) bool) []*Pod {
 	spec, _ := g.Reference()
-	if spec == nil || spec.Policy == gangspec.OnlyWaiting {
+	if spec == nil || spec.Policy == gangspec.OnlyWaiting || spec.DisruptAll {
 		return nil
 	}
 	var staying []*Pod
@@ -249,6 +250,10 @@ func (s *Snapshot) MemberError(p *Pod) error {
 func memberError(p *Pod, g *Gang) error {
 	if p.SpecErr != nil {
 		return p.SpecErr
+	}
+	if spec := p.Spec; spec != nil && spec.Priority != nil && p.Priority != *spec.Priority {
+		return fmt.Errorf("pod %s: priority %d: %s has priority %d, and every pod of the group must have it, as kube-scheduler requires (give the pods the group's PriorityClass)",
+			p.Key(), p.Priority, spec.Source, *spec.Priority)
 	}
 	ref, refPod := g.Reference()
 	if p.Spec == nil || refPod == p {

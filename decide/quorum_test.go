@@ -87,6 +87,10 @@ func TestGangExtras(t *testing.T) {
 			snap: makeSnapshot().Pods(boundA(4, makeSpec(2).Policy(gangspec.OnlyWaiting), nil)...),
 		},
 		{
+			name: "a gang whose members go only together (disruptionMode all) has none",
+			snap: makeSnapshot().Pods(boundA(4, makeSpec(2).DisruptAll(), nil)...),
+		},
+		{
 			name: "once-satisfied gangs have them",
 			snap: makeSnapshot().Pods(boundA(3, makeSpec(2).Policy(gangspec.OnceSatisfied), nil)...),
 			want: []string{"a-2"},
@@ -161,6 +165,31 @@ func TestGangSatisfied(t *testing.T) {
 			g := s.Gangs[gangKey("a")]
 			spec, _ := g.Reference()
 			assert.Equal(t, tc.want, g.Satisfied(spec))
+		})
+	}
+}
+
+// A Kubernetes 1.37 PodGroup's priority is every member's, as kube-scheduler requires: a member
+// at another priority is refused by name, whatever its gang mates say.
+func TestMemberOfAGroupWithPriority(t *testing.T) {
+	cases := []struct {
+		name     string
+		priority int32
+		wantErr  string
+	}{
+		{name: "at the group's priority", priority: 100},
+		{name: "at another priority", priority: 0,
+			wantErr: "pod ns/a-0: priority 0: Kubernetes PodGroup ns/a (scheduling.k8s.io/v1beta1) has priority 100, and every pod of the group must have it"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := makeSnapshot().GPUNodes("n", 1, 8).Pods(members("a", 1, 1, makeSpec(1).Priority(100))[0].Priority(tc.priority)).Obj()
+			err := s.MemberError(pod(s, "a-0"))
+			if tc.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tc.wantErr)
 		})
 	}
 }

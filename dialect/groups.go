@@ -22,8 +22,9 @@ type API struct {
 	Kind     string
 	Resource schema.GroupVersionResource
 	// Status says which status fields the project's own controllers write (package podgroup
-	// writes the same ones).
-	Status StatusStyle
+	// writes the same ones); Condition, for StatusConditions, is the condition's type.
+	Status    StatusStyle
+	Condition string
 	// key is the name pods' markers give these objects (gangspec.Membership.Group).
 	key func(namespace, name string) string
 	// quorum reads the gang's min-available; nil reads spec.minMember.
@@ -45,8 +46,9 @@ const (
 	// StatusKoordinator: Koordinator kept an older scheduler-plugins PodGroup, which has phase
 	// Scheduled and status.scheduled besides.
 	StatusKoordinator
-	// StatusConditions: Kubernetes' own PodGroup, whose only status is the PodGroupScheduled
-	// condition kube-scheduler's gang scheduling writes.
+	// StatusConditions: Kubernetes' own PodGroup, whose only status is the condition
+	// kube-scheduler's gang scheduling writes (API.Condition: PodGroupInitiallyScheduled in 1.37,
+	// PodGroupScheduled in 1.36).
 	StatusConditions
 	// StatusOwned: the object's status belongs to another controller (Kueue's Workloads);
 	// lockstep writes none.
@@ -73,7 +75,7 @@ var (
 // APIs are every group-object API lockstep reads, in the order of precedence used when one
 // name resolves to objects of several (see Choose).
 func APIs() []API {
-	return []API{Coscheduling, Koordinator, Volcano, KubeBatch, KubeBatchV1alpha2, Native, KueueWorkload}
+	return []API{Coscheduling, Koordinator, Volcano, KubeBatch, KubeBatchV1alpha2, Native, NativeV1alpha2, KueueWorkload}
 }
 
 func podGroups(group, version string) schema.GroupVersionResource {
@@ -334,6 +336,7 @@ type Found struct {
 // error naming all when there are several (kube-batch and Volcano PodGroups of one name in one
 // namespace, both named by annotation scheduling.k8s.io/group-name). found is in APIs() order.
 func Choose(found []Found) (*gangspec.Spec, error) {
+	found = oneVersionEach(found)
 	switch len(found) {
 	case 0:
 		return nil, nil
@@ -346,4 +349,19 @@ func Choose(found []Found) (*gangspec.Spec, error) {
 	}
 	return nil, fmt.Errorf("%s all exist, and annotation %s names them alike; lockstep cannot tell which holds the gang's rules: delete all but one",
 		strings.Join(names, " and "), wellknown.AnnotationGroupName)
+}
+
+// oneVersionEach keeps, of objects read from several versions of one API (the same object, as an
+// apiserver serving both a PodGroup's v1beta1 and an older version hands it over twice), the one
+// of the version APIs lists first: the newest.
+func oneVersionEach(found []Found) []Found {
+	out := found[:0:0]
+	seen := map[schema.GroupResource]bool{}
+	for _, f := range found {
+		if gr := f.API.Resource.GroupResource(); !seen[gr] {
+			seen[gr] = true
+			out = append(out, f)
+		}
+	}
+	return out
 }

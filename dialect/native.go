@@ -2,19 +2,30 @@ package dialect
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-sched/lockstep/gangspec"
 )
 
-// Native is Kubernetes' own PodGroup (1.36, scheduling.k8s.io/v1alpha2, behind the apiserver's
-// GenericWorkload gate), named by a pod's spec.schedulingGroup.podGroupName. Users write it by
-// hand or from a Workload's template; the Job controller writes one for an Indexed Job when its
-// WorkloadWithJob gate is on.
-var Native = API{Dialect: "Kubernetes", Resource: podGroups("scheduling.k8s.io", "v1alpha2"),
-	Status: StatusConditions, key: NativeKey, quorum: schedulingPolicy, extra: topologyConstraints}
+// Native is Kubernetes' own PodGroup as 1.37 serves it (scheduling.k8s.io/v1beta1, behind the
+// apiserver's GenericWorkload gate), named by a pod's spec.schedulingGroup.podGroupName. Users
+// write it by hand or from a Workload's template; the Job controller writes one for an Indexed
+// Job when its WorkloadWithJob gate is on. Its status is the PodGroupInitiallyScheduled condition,
+// which stays True once the group was placed.
+var Native = API{Dialect: "Kubernetes", Resource: podGroups("scheduling.k8s.io", "v1beta1"),
+	Status: StatusConditions, Condition: "PodGroupInitiallyScheduled", key: NativeKey, quorum: schedulingPolicy,
+	extra: nativeGroup(disruptionMode)}
+
+// NativeV1alpha2 is the same PodGroup as 1.36 serves it (scheduling.k8s.io/v1alpha2, which 1.37
+// no longer serves), with the PodGroupScheduled condition and the disruption mode as a word.
+// Whichever version the apiserver serves is the one read.
+var NativeV1alpha2 = API{Dialect: "Kubernetes", Resource: podGroups("scheduling.k8s.io", "v1alpha2"),
+	Status: StatusConditions, Condition: "PodGroupScheduled", key: NativeKey, quorum: schedulingPolicy,
+	extra: nativeGroup(disruptionModeV1alpha2)}
 
 // NativeKey names a Kubernetes PodGroup the way its pods do.
 func NativeKey(namespace, name string) string {
@@ -86,5 +97,85 @@ func topologyConstraints(_ *unstructured.Unstructured, r fields, spec *gangspec.
 		t.Layers = keys
 	}
 	spec.Topology = t
+	return nil
+}
+
+// nativeGroup reads what a PodGroup says beyond its quorum, its disruption mode by the version's
+// reader:
+//   - spec.schedulingConstraints.topology (topologyConstraints);
+//   - spec.priority, which the apiserver's Priority admission resolves from priorityClassName:
+//     kube-scheduler refuses a group whose pods' priority differs from it, and so does lockstep
+//     (gangspec.Spec.Priority);
+//   - spec.preemptionPolicy (1.37): Never keeps the gang from evicting anything;
+//   - the disruption mode: members that go only together are never taken alone, as a member
+//     beyond the quorum would be;
+//   - spec.parentCompositePodGroupName (1.37): a member of a CompositePodGroup
+//     (scheduling.k8s.io/v1alpha3) is refused, since lockstep does not place composites whole
+//     (docs/dialects.md).
+func nativeGroup(disruption func(fields, *gangspec.Spec) error) func(*unstructured.Unstructured, fields, *gangspec.Spec) error {
+	return func(obj *unstructured.Unstructured, r fields, spec *gangspec.Spec) error {
+		if parent, _, _ := unstructured.NestedString(r.obj, "spec", "parentCompositePodGroupName"); parent != "" {
+			return r.bad("spec.parentCompositePodGroupName", parent, "lockstep does not place a CompositePodGroup (scheduling.k8s.io/v1alpha3) whole, "+
+				"and placing its PodGroups one by one could leave it partial: schedule composites with kube-scheduler's own gang scheduling, or make this PodGroup stand alone")
+		}
+		for _, read := range []func(fields, *gangspec.Spec) error{groupPriority, preemptionPolicy, disruption} {
+			if err := read(r, spec); err != nil {
+				return err
+			}
+		}
+		return topologyConstraints(obj, r, spec)
+	}
+}
+
+func groupPriority(r fields, spec *gangspec.Spec) error {
+	n, ok, err := r.int("spec", "priority")
+	switch {
+	case err != nil || !ok:
+		return err
+	case n < math.MinInt32 || n > math.MaxInt32:
+		return r.bad("spec.priority", fmt.Sprint(n), "must fit a 32-bit integer, as a PriorityClass's value does")
+	}
+	p := int32(n)
+	spec.Priority = &p
+	return nil
+}
+
+func preemptionPolicy(r fields, spec *gangspec.Spec) error {
+	return r.choice(&spec.PreemptNever, "PreemptLowerPriority", "Never", "spec", "preemptionPolicy")
+}
+
+// disruptionMode reads 1.37's spec.disruptionMode, of which the API admits exactly one of single
+// and all.
+func disruptionMode(r fields, spec *gangspec.Spec) error {
+	single, err := r.mapField("must be an object", "spec", "disruptionMode", "single")
+	if err != nil {
+		return err
+	}
+	all, err := r.mapField("must be an object", "spec", "disruptionMode", "all")
+	if err != nil {
+		return err
+	}
+	if single != nil && all != nil {
+		return r.bad("spec.disruptionMode", "", "names both single and all; keep one")
+	}
+	spec.DisruptAll = all != nil
+	return nil
+}
+
+// disruptionModeV1alpha2 reads 1.36's spec.disruptionMode, a word: Pod (the default) or PodGroup.
+func disruptionModeV1alpha2(r fields, spec *gangspec.Spec) error {
+	return r.choice(&spec.DisruptAll, "Pod", "PodGroup", "spec", "disruptionMode")
+}
+
+// choice reads a field of two words: absent or byDefault leaves *set alone, other sets it.
+func (r fields) choice(set *bool, byDefault, other string, path ...string) error {
+	v, _, _ := unstructured.NestedString(r.obj, path...)
+	switch v {
+	case "", byDefault:
+	case other:
+		*set = true
+	default:
+		return r.bad(strings.Join(path, "."), v, "must be "+byDefault+" or "+other)
+	}
 	return nil
 }

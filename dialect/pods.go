@@ -30,12 +30,17 @@ type claim struct {
 // family reads one ecosystem's markers; ok is false when the pod carries none of them.
 type family func(p podMarkers) (c claim, ok bool)
 
-var families = []family{koordinator, coscheduling, groupName, kueue, native}
+var families = []family{koordinator, coscheduling, groupName, kueue}
 
-// admissionFamily reads the marker of an admission controller rather than of a gang scheduler
-// (Kueue's Workload annotation, on every pod Kueue admitted). It makes a gang only of a pod no
-// family above claims: an MPIJob that Kueue admits keeps the gang its PodGroup describes.
-var admissionFamily family = kueueWorkload
+// yielding are markers written on pods by someone other than their author's gang scheduler, read
+// in this order only when no family above claims the pod:
+//   - Kueue's Workload annotation, which Kueue writes on every pod it admitted: an MPIJob that
+//     Kueue admits keeps the gang its PodGroup describes;
+//   - Kubernetes' spec.schedulingGroup, which 1.37's Job controller (gate WorkloadWithJob) writes
+//     on the pods of every new Job, a basic PodGroup's unless the Job's spec.scheduling asks for a
+//     gang: a Job whose pods carry Koordinator's annotations, or that Kueue admitted, keeps that
+//     gang rather than being refused for two dialects or placed pod by pod.
+var yielding = []family{kueueWorkload, native}
 
 // podMarkers is the part of a pod the readers look at.
 type podMarkers struct {
@@ -76,8 +81,11 @@ func readGang(p podMarkers) gangspec.Membership {
 		}
 		first, found = c, true
 	}
-	if !found {
-		first, found = admissionFamily(p)
+	for _, read := range yielding {
+		if found {
+			break
+		}
+		first, found = read(p)
 	}
 	if found && first.membership.Err == nil {
 		first.membership.Topology, first.membership.Err = readTopology(p)

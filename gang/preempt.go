@@ -208,6 +208,10 @@ func (r *review) from(g *gangInfo, evicted []*podInfo) string {
 	if !view.Satisfied(spec) {
 		return ""
 	}
+	if bound := view.BoundCount(); spec.DisruptAll && len(evicted) < bound {
+		return fmt.Sprintf("gang %s: %s says its members go only together (disruptionMode all); evicting %s would leave the other %d",
+			g.key, spec.Source, who, bound-len(evicted))
+	}
 	left := view.Counted(spec)
 	for _, p := range evicted {
 		if !p.Going() { // one going is not counted already

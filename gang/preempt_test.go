@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-sched/lockstep/dialect"
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
 
@@ -130,6 +131,22 @@ func TestPreempt(t *testing.T) {
 			kept:       []string{"n-1"},
 			dropped: map[string]string{
 				"n-0": "gang default/tf: evicting default/ps-0 would leave 3 bound of its min-available 3 (task ps: 0 of 1); lockstep never lets a bound gang fall below its quorum",
+			},
+		},
+		{
+			name: "a gang whose members go only together (disruptionMode all) loses none alone",
+			setup: func(e *env) *corev1.Pod {
+				e.m.SetGroup(GroupRules{Key: dialect.NativeKey("default", "tf"), Namespace: "default", Name: "tf",
+					Spec: &gangspec.Spec{Namespace: "default", Name: "tf", MinAvailable: 2, DisruptAll: true, Source: "Kubernetes PodGroup default/tf"}})
+				for i := range 4 {
+					e.add(builders.Pod("default", fmt.Sprintf("w-%d", i)).GPU(2).CPU("1").Memory("1Gi").PodGroup("tf").Node(fmt.Sprintf("n-%d", i/2)).Obj())
+				}
+				return preemptor(2)
+			},
+			candidates: map[string][]types.UID{"n-0": uids("w-0"), "n-1": uids("w-2", "w-3")},
+			dropped: map[string]string{
+				"n-0": "gang default/tf: Kubernetes PodGroup default/tf says its members go only together (disruptionMode all); evicting default/w-0 would leave the other 3",
+				"n-1": "gang default/tf: Kubernetes PodGroup default/tf says its members go only together (disruptionMode all); evicting default/w-2, default/w-3 would leave the other 2",
 			},
 		},
 		{

@@ -62,6 +62,9 @@ func (r report) gang(g *gangInfo) (st views.GangStatus, reservedGPUs int64) {
 	if spec != nil {
 		st.Source, st.MinAvailable, st.TotalNumber = spec.Source, spec.MinAvailable, spec.TotalNumber
 		st.TaskQuorums, st.Group, st.MatchPolicy, st.Mode = spec.TaskQuorums(), spec.Bundle, string(spec.Policy), spec.Mode
+		if spec.DisruptAll {
+			st.Disruption = "All"
+		}
 		st.WaitingTime = decide.WaitingTime(r.rules, spec).String()
 	}
 	if len(view.Members) > 0 {

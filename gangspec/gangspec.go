@@ -49,6 +49,14 @@ type Spec struct {
 	// spec.queue); zero when it names none, and the gang then falls under its namespace's quota,
 	// if any (package quota).
 	Queue quota.Ref
+	// Priority, when set, is the group object's own priority (Kubernetes 1.37's PodGroup): every
+	// member must have it, as kube-scheduler requires.
+	Priority *int32
+	// PreemptNever: the group object says its gang evicts nothing for itself.
+	PreemptNever bool
+	// DisruptAll: the group object says its members go only together (Kubernetes 1.37's
+	// disruptionMode all): none is taken alone, as a member beyond the quorum would be.
+	DisruptAll bool
 }
 
 // Key identifies a gang: namespace/name.

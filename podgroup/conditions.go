@@ -10,12 +10,13 @@ import (
 )
 
 // What kube-scheduler's own gang scheduling writes on a Kubernetes PodGroup
-// (pkg/scheduler/schedule_one_podgroup.go, 1.36): one condition, True once the group is placed,
-// False with reason Unschedulable and the scheduler's message while it cannot be.
+// (pkg/scheduler/schedule_one_podgroup.go, 1.36 and 1.37): one condition (dialect.API.Condition:
+// PodGroupScheduled in 1.36, PodGroupInitiallyScheduled in 1.37), True with reason Scheduled once
+// the group is placed and never False again after, False with reason Unschedulable and the
+// scheduler's message while it cannot be.
 const (
-	conditionPodGroupScheduled = "PodGroupScheduled"
-	reasonScheduled            = "Scheduled"
-	reasonUnschedulable        = "Unschedulable"
+	reasonScheduled     = "Scheduled"
+	reasonUnschedulable = "Unschedulable"
 )
 
 // fieldManager is who lockstep's status writes are recorded as in managedFields.
@@ -46,11 +47,11 @@ func (s *Syncer) deferTo(r ref, writer string) {
 		return
 	}
 	s.deferred[r] = true
-	klog.InfoS("Another scheduler writes this PodGroup's status (kube-scheduler does with its GenericWorkload gate on); lockstep leaves the PodGroupScheduled condition to it, still decides the gang, and gives its reason on the pods and in /debug/gangs",
+	klog.InfoS("Another scheduler writes this PodGroup's status (kube-scheduler does with its GenericWorkload gate on); lockstep leaves the group's condition to it, still decides the gang, and gives its reason on the pods and in /debug/gangs",
 		"podGroup", r.namespace+"/"+r.name, "writer", writer)
 }
 
-// nativeStatus is the PodGroupScheduled condition lockstep's view of the gang gives, nil when
+// nativeStatus is the condition lockstep's view of the gang gives (in.api.Condition), nil when
 // there is nothing to say yet (no member known, or members being reserved or bound right now).
 // Like kube-scheduler, it never turns a True condition back to False: extra members that wait
 // after the quorum was placed do not unschedule the group.
@@ -73,7 +74,7 @@ func nativeStatus(in statusInput, current map[string]any, now time.Time) map[str
 	var previous map[string]any
 	out := make([]any, 0, len(list)+1)
 	for _, c := range list {
-		if m, ok := c.(map[string]any); ok && m["type"] == conditionPodGroupScheduled {
+		if m, ok := c.(map[string]any); ok && m["type"] == in.api.Condition {
 			previous = m
 			continue
 		}
@@ -82,7 +83,7 @@ func nativeStatus(in statusInput, current map[string]any, now time.Time) map[str
 	if previous != nil && previous["status"] == "True" && status != "True" {
 		return nil
 	}
-	cond := map[string]any{"type": conditionPodGroupScheduled, "status": status, "reason": reason, "message": message,
+	cond := map[string]any{"type": in.api.Condition, "status": status, "reason": reason, "message": message,
 		"observedGeneration": in.obj.GetGeneration(), "lastTransitionTime": now.UTC().Format(time.RFC3339)}
 	if previous != nil && previous["status"] == status {
 		cond["lastTransitionTime"] = previous["lastTransitionTime"]

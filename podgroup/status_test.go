@@ -81,12 +81,20 @@ func TestCoschedulingStatus(t *testing.T) {
 		known: true, standing: bound}, now))
 }
 
+// The condition kube-scheduler's gang scheduling writes, of the type each version has:
+// PodGroupInitiallyScheduled in 1.37 (v1beta1), PodGroupScheduled in 1.36 (v1alpha2).
 func TestNativeStatus(t *testing.T) {
+	for _, api := range []dialect.API{dialect.Native, dialect.NativeV1alpha2} {
+		t.Run(api.Resource.Version, func(t *testing.T) { testNativeStatus(t, api) })
+	}
+}
+
+func testNativeStatus(t *testing.T, api dialect.API) {
 	waiting := gang.Standing{Phase: views.PhaseWaiting, Members: 3, Reason: "gang ns/pg: needs 3 pods placed together; 2 fit", Since: now}
 	bound := gang.Standing{Phase: views.PhaseBound, Members: 3, Bound: 3, Since: now}
-	unschedulable := map[string]any{"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
+	unschedulable := map[string]any{"type": api.Condition, "status": "False", "reason": "Unschedulable",
 		"message": waiting.Reason, "observedGeneration": int64(1), "lastTransitionTime": "2026-11-22T09:00:00Z"}
-	scheduled := map[string]any{"type": "PodGroupScheduled", "status": "True", "reason": "Scheduled",
+	scheduled := map[string]any{"type": api.Condition, "status": "True", "reason": "Scheduled",
 		"message": "lockstep bound 3 of the group's 3 pods together", "observedGeneration": int64(1), "lastTransitionTime": "2026-11-22T10:00:00Z"}
 	tests := []struct {
 		name     string
@@ -97,7 +105,7 @@ func TestNativeStatus(t *testing.T) {
 	}{
 		{name: "no member known yet: nothing, as kube-scheduler before its first cycle"},
 		{name: "waiting: False, Unschedulable, lockstep's reason", known: true, standing: waiting,
-			want: map[string]any{"conditions": []any{map[string]any{"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
+			want: map[string]any{"conditions": []any{map[string]any{"type": api.Condition, "status": "False", "reason": "Unschedulable",
 				"message": waiting.Reason, "observedGeneration": int64(1), "lastTransitionTime": "2026-11-22T10:00:00Z"}}}},
 		{name: "the same words again: nothing to write", known: true, standing: waiting,
 			status: map[string]any{"conditions": []any{unschedulable}}},
@@ -112,7 +120,7 @@ func TestNativeStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := object(tc.status)
 			obj.SetGeneration(1)
-			in := statusInput{api: dialect.Native, obj: obj, known: tc.known, standing: tc.standing}
+			in := statusInput{api: api, obj: obj, known: tc.known, standing: tc.standing}
 			got := statusPatch(in, now)
 			if tc.want == nil {
 				require.Nil(t, got)

@@ -48,7 +48,10 @@ type GangStatus struct {
 	Group       []string `json:"group,omitempty"`
 	MatchPolicy string   `json:"matchPolicy,omitempty"`
 	Mode        string   `json:"mode,omitempty"`
-	WaitingTime string   `json:"waitingTime"`
+	// Disruption is "All" when the members go only together (a Kubernetes PodGroup's
+	// disruptionMode all): none is taken alone.
+	Disruption  string `json:"disruption,omitempty"`
+	WaitingTime string `json:"waitingTime"`
 	// Priority is the members' spec.priority.
 	Priority int32 `json:"priority"`
 	Phase    Phase `json:"phase"`
