@@ -16,14 +16,15 @@ import (
 	"github.com/lockstep-sched/lockstep/test/lib/harness"
 )
 
-// kube-scheduler 1.36 schedules Kubernetes' PodGroups itself when its GenericWorkload gate is on:
-// a group's pods go through one cycle of their own (lockstep's filter still asked about each),
-// and kube-scheduler writes the group's PodGroupScheduled condition from that cycle. Its
-// GangScheduling plugin (gate of that name) also holds the pods at Permit, up to a fixed 5
-// minutes, until minCount are placed; the shipped configurations disable it so that lockstep's
-// waiting time and rules alone apply. These tests show, with both gates on, that groups still bind
-// whole or not at all with the plugin disabled or left on, and that lockstep then leaves the
-// condition to kube-scheduler rather than write over it on every cycle.
+// kube-scheduler (1.36 and 1.37) schedules Kubernetes' PodGroups itself when its GenericWorkload
+// gate is on: a group's pods go through one cycle of their own (lockstep's filter still asked
+// about each), and kube-scheduler writes the group's condition from that cycle
+// (PodGroupInitiallyScheduled in 1.37, PodGroupScheduled in 1.36). Its GangScheduling plugin (on
+// with GenericWorkload in 1.37, behind a gate of its own in 1.36) also holds the pods at Permit, up
+// to a fixed 5 minutes, until minCount are placed; the shipped configurations disable it so that
+// lockstep's waiting time and rules alone apply. These tests show, with the gates on, that groups
+// still bind whole or not at all with the plugin disabled or left on, and that lockstep then
+// leaves the condition to kube-scheduler rather than write over it on every cycle.
 func TestBesideKubeSchedulersWorkloadScheduling(t *testing.T) {
 	shipped := filepath.Join(env.root, harness.SchedulerConfig)
 	for _, tc := range []struct{ name, config string }{
@@ -85,10 +86,17 @@ func (s *scenario) gangsOfThree() {
 func withSchedulerGates(t *testing.T, config string) {
 	t.Helper()
 	restartScheduler(t, cluster.SchedulerOptions{ConfigPath: config, ExtenderURL: env.lockstep.URL,
-		FeatureGates: "GenericWorkload=true,GangScheduling=true"})
+		FeatureGates: workloadGates(t)})
 	t.Cleanup(func() {
 		restartScheduler(t, cluster.SchedulerOptions{ConfigPath: filepath.Join(env.root, harness.SchedulerConfig), ExtenderURL: env.lockstep.URL})
 	})
+}
+
+// workloadGates turn on kube-scheduler's own gang scheduling on this release.
+func workloadGates(t *testing.T) string {
+	t.Helper()
+	nativeAPI(t)
+	return env.workload.SchedulerGates
 }
 
 func restartScheduler(t *testing.T, opts cluster.SchedulerOptions) {

@@ -247,7 +247,8 @@ func checkHelmDeployment(t *testing.T, r *helmRelease) {
 	}
 
 	assert.Equal(t, r.vals.Scheduler.Image.Repository+":"+r.vals.Scheduler.Image.Tag, r.scheduler.Image)
-	assert.Equal(t, "registry.k8s.io/kube-scheduler:v1.36.3", r.scheduler.Image)
+	assert.Equal(t, "registry.k8s.io/kube-scheduler:"+env.cluster.Release.Version, r.scheduler.Image,
+		"the chart's default scheduler is the release the suite runs")
 	assert.Equal(t, []string{"kube-scheduler", "--config=/etc/lockstep/scheduler.yaml"}, r.scheduler.Command)
 	assert.Equal(t, r.vals.Lockstep.Image.Repository+":"+readChartAppVersion(t), r.sidecar.Image, "lockstep's image tag defaults to the appVersion")
 
@@ -577,7 +578,7 @@ func checkHelmOthers(t *testing.T, ctx context.Context, r *helmRelease) {
 	assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, vapb.Spec.ValidationActions)
 }
 
-// checkHelmSchedulerCallsExtender runs kube-scheduler v1.36.3 with the chart's configuration (as
+// checkHelmSchedulerCallsExtender runs the suite's kube-scheduler with the chart's configuration (as
 // the kube-scheduler container reads it, changed only for loopback: the apiserver, a profile of
 // the test's own so that no other test's pods are touched, and the certificate files' paths) and
 // a kubeconfig of the chart's ServiceAccount. A stand-in for lockstep serves the chart's serving

@@ -135,7 +135,7 @@ func runLockstepPod(t *testing.T, ctx context.Context) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: lockstepNS, Name: lockstepPodName, Labels: map[string]string{
 			"app.kubernetes.io/name": "lockstep-scheduler", "app.kubernetes.io/part-of": "lockstep"}},
 		Spec: corev1.PodSpec{NodeName: lockstepHost, Containers: []corev1.Container{
-			{Name: "kube-scheduler", Image: "registry.k8s.io/kube-scheduler:v1.36.3", SecurityContext: restricted()},
+			{Name: "kube-scheduler", Image: "registry.k8s.io/kube-scheduler:v1.37.2", SecurityContext: restricted()},
 			{Name: "lockstep", Image: "ghcr.io/lockstep-sched/lockstep:latest", SecurityContext: restricted(),
 				Args: []string{"--listen=0.0.0.0:8443", "--debug-listen=127.0.0.1:8889"}},
 		}},

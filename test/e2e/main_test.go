@@ -29,6 +29,9 @@ var env struct {
 	// faults sits between lockstep and kube-apiserver; tests add rules to it and remove them
 	// before they end. The suite's own client does not go through it.
 	faults *faultproxy.Proxy
+	// workload is how this release serves Kubernetes' own PodGroup API; nil on a release that
+	// serves none lockstep reads (see needWorkloadAPI).
+	workload *harness.WorkloadAPI
 }
 
 func TestMain(m *testing.M) {
@@ -56,7 +59,8 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: setting up the control plane failed: %v\n", err)
 		return 1
 	}
-	env.root, env.cluster, env.client, env.lockstep, env.faults = e.Root, e.Cluster, e.Cluster.Client, e.Lockstep, e.Faults
+	env.root, env.cluster, env.client, env.lockstep, env.faults, env.workload = e.Root, e.Cluster, e.Cluster.Client, e.Lockstep, e.Faults, e.Workload
+	logf("control plane: Kubernetes %s from %s", e.Cluster.Release, e.Cluster.BinDir)
 	code := m.Run()
 	// lockstep runs with the race detector in its own process: a race shows only in its log.
 	if log, err := os.ReadFile(env.lockstep.LogPath); err == nil && strings.Contains(string(log), "WARNING: DATA RACE") {

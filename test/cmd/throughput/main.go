@@ -3,7 +3,7 @@
 // kube-apiserver from test/lib/cluster), the same nodes and the same jobs, in five modes, each
 // job written in the dialect of the mode's scheduler (dialect.go):
 //
-//   - stock: kube-scheduler v1.36.3 alone, with the shipped lockstep-sidecar.yaml minus its
+//   - stock: kube-scheduler (the pinned release, v1.37.2) alone, with the shipped lockstep-sidecar.yaml minus its
 //     extenders stanza. Gang members are plain pods to it (lockstep's annotations mean nothing),
 //     so its rates are the baseline of what binding costs without gang semantics.
 //   - lockstep: kube-scheduler with lockstep as shipped: lockstep-sidecar.yaml, and the lockstep

@@ -62,8 +62,9 @@ const (
 
 // Options configures Start.
 type Options struct {
-	// BinDir holds etcd, kube-apiserver and kube-scheduler. Default: <repo root>/bin, the repo root
-	// being the first directory above the working directory whose go.mod declares ModulePath.
+	// BinDir holds etcd, kube-apiserver and kube-scheduler. Default: DefaultBinDir, <repo root>/bin
+	// unless BinDirEnv names another, the repo root being the first directory above the working
+	// directory whose go.mod declares ModulePath.
 	BinDir string
 	// WorkDir receives data, certificates, kubeconfigs, configs and logs. Default: a new
 	// os.MkdirTemp directory, removed by Stop unless KeepWorkDir. A WorkDir given by the caller is
@@ -75,8 +76,8 @@ type Options struct {
 	// random one; read it back with Cluster.Token.
 	Users []User
 	// FeatureGates is kube-apiserver's --feature-gates and RuntimeConfig its --runtime-config,
-	// e.g. "GenericWorkload=true" and "scheduling.k8s.io/v1alpha2=true" to serve Kubernetes'
-	// own gang API (Workload and PodGroup), which is alpha in 1.36.
+	// e.g. "GenericWorkload=true" and "scheduling.k8s.io/v1beta1=true" to serve Kubernetes' own
+	// gang API (Workload and PodGroup), beta and off by default in 1.37.
 	FeatureGates, RuntimeConfig string
 	// Logf receives progress lines (e.g. t.Logf); may be nil.
 	Logf func(format string, args ...any)
@@ -104,6 +105,8 @@ type Cluster struct {
 	EtcdURL string
 	BinDir  string
 	WorkDir string
+	// Release is the Kubernetes release of BinDir's binaries.
+	Release Release
 
 	logf       func(format string, args ...any)
 	removeWork bool
@@ -126,13 +129,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		c.logf = func(string, ...any) {}
 	}
 	if c.BinDir == "" {
-		root, err := RepoRoot()
-		if err != nil {
-			return nil, fmt.Errorf("cluster: finding the binaries: %w", err)
+		if c.BinDir, err = DefaultBinDir(); err != nil {
+			return nil, err
 		}
-		c.BinDir = filepath.Join(root, "bin")
 	}
 	if err := checkBinaries(c.BinDir, Etcd, KubeAPIServer); err != nil {
+		return nil, err
+	}
+	if c.Release, err = ReleaseOf(c.BinDir); err != nil {
 		return nil, err
 	}
 	if c.WorkDir == "" {

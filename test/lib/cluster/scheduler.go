@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
@@ -129,11 +130,17 @@ func (c *Cluster) runScheduler(ctx context.Context, r schedulerRun) (*process, i
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above
 	}}
-	readyz := fmt.Sprintf("https://127.0.0.1:%d/readyz?verbose", port)
+	// Before 1.30 kube-scheduler serves /healthz alone (404 for /readyz), which answers once it
+	// serves, its informers perhaps still listing: pods created meanwhile wait in its queue.
+	probe := fmt.Sprintf("https://127.0.0.1:%d/readyz?verbose", port)
 	last := "no answer yet"
 	err = c.waitReady(ctx, p, SchedulerReadyTimeout, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		return probeReadyz(ctx, hc, readyz, "", &last)
-	}, func() string { return "last /readyz: " + last })
+		ok, err := probeReadyz(ctx, hc, probe, "", &last)
+		if strings.HasPrefix(last, "404") && strings.Contains(probe, "/readyz") {
+			probe = strings.Replace(probe, "/readyz", "/healthz", 1)
+		}
+		return ok, err
+	}, func() string { return "last " + probe + ": " + last })
 	if err != nil {
 		p.stop(StopTimeout)
 		return nil, 0, err

@@ -34,6 +34,9 @@ type Env struct {
 	Faults *faultproxy.Proxy
 	// ControllerManager runs when Options.ControllerManager is set; nil otherwise.
 	ControllerManager *cluster.Component
+	// Workload is how the control plane serves Kubernetes' own gang API, when Options.WorkloadAPI
+	// turned it on; nil otherwise.
+	Workload *WorkloadAPI
 }
 
 // Options configure Up.
@@ -48,22 +51,15 @@ type Options struct {
 	FaultProxy bool
 	// LockstepArgs are flags added to lockstep's command line.
 	LockstepArgs []string
-	// WorkloadAPI serves Kubernetes' own gang API (scheduling.k8s.io/v1alpha2 Workload and
-	// PodGroup, gate GenericWorkload) from kube-apiserver, and has the Job controller make them
-	// for Indexed Jobs (gate WorkloadWithJob) when the controller-manager runs. kube-scheduler
-	// keeps its defaults: the API is on, its GangScheduling plugin is not.
+	// WorkloadAPI serves Kubernetes' own gang API (Workload and PodGroup, at the version the
+	// release has: WorkloadAPIOf) from kube-apiserver, and has the Job controller make them for
+	// Indexed Jobs when the controller-manager runs. kube-scheduler keeps its defaults: the API is
+	// on, its own gang scheduling is not. A release that serves none lockstep reads starts without.
 	WorkloadAPI bool
 	// ControllerManager runs kube-controller-manager with cluster.JobControllers, so Jobs make
 	// pods and owners' garbage is collected as in a real cluster.
 	ControllerManager bool
 }
-
-// The gates WorkloadAPI turns on.
-const (
-	workloadAPIGates     = "GenericWorkload=true"
-	workloadAPIRuntime   = "scheduling.k8s.io/v1alpha2=true"
-	workloadWithJobGates = "GenericWorkload=true,WorkloadWithJob=true"
-)
 
 // Up starts etcd and kube-apiserver, applies the shipped manifests (deploy/manifests and
 // deploy/gpu-agent), runs lockstep with a token of the shipped ServiceAccount (so it has only the
@@ -79,26 +75,30 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 	copts := cluster.Options{Logf: logf, KeepWorkDir: opts.KeepWorkDir}
-	if opts.WorkloadAPI {
-		copts.FeatureGates, copts.RuntimeConfig = workloadAPIGates, workloadAPIRuntime
+	workload, err := workloadAPIFor(opts.WorkloadAPI, logf)
+	if err != nil {
+		return nil, err
+	}
+	if workload != nil {
+		copts.FeatureGates, copts.RuntimeConfig = workload.APIServerGates, workload.RuntimeConfig
 	}
 	c, err := cluster.Start(ctx, copts)
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Root: root, Cluster: c}
+	e := &Env{Root: root, Cluster: c, Workload: workload}
 	defer func() {
 		if err != nil {
 			e.Down()
 		}
 	}()
 	if opts.ControllerManager {
-		if e.ControllerManager, err = startControllerManager(ctx, c, opts.WorkloadAPI); err != nil {
+		if e.ControllerManager, err = startControllerManager(ctx, c, workload); err != nil {
 			return nil, err
 		}
 	}
 
-	objs, err := shippedManifests(root)
+	objs, err := shippedManifests(root, c.Release, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -151,13 +151,36 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	return e, nil
 }
 
+// workloadAPIFor is the gang API the control plane in cluster.DefaultBinDir serves when asked
+// for, or nil: not asked, or a release that has none (logged, so a run on it says why).
+func workloadAPIFor(asked bool, logf func(string, ...any)) (*WorkloadAPI, error) {
+	if !asked {
+		return nil, nil
+	}
+	dir, err := cluster.DefaultBinDir()
+	if err != nil {
+		return nil, err
+	}
+	release, err := cluster.ReleaseOf(dir)
+	if err != nil {
+		return nil, err
+	}
+	w, err := WorkloadAPIOf(release)
+	if err != nil {
+		logf("%v; the control plane starts without it", err)
+		return nil, nil
+	}
+	logf("Kubernetes %s: serving its PodGroup API scheduling.k8s.io/%s", release, w.Version)
+	return &w, nil
+}
+
 // startControllerManager runs the controllers Jobs need and, with the Workload API, those that
 // make and protect native PodGroups.
-func startControllerManager(ctx context.Context, c *cluster.Cluster, workloadAPI bool) (*cluster.Component, error) {
+func startControllerManager(ctx context.Context, c *cluster.Cluster, workload *WorkloadAPI) (*cluster.Component, error) {
 	cm := cluster.ControllerManagerOptions{Controllers: cluster.JobControllers}
-	if workloadAPI {
+	if workload != nil {
 		cm.Controllers = append(append([]string{}, cluster.JobControllers...), cluster.WorkloadControllers...)
-		cm.FeatureGates = workloadWithJobGates
+		cm.FeatureGates = workload.ControllerManagerGates
 	}
 	return c.StartControllerManager(ctx, cm)
 }
@@ -196,7 +219,10 @@ func (e *Env) Down() {
 	}
 }
 
-func shippedManifests(root string) ([]*unstructured.Unstructured, error) {
+// shippedManifests are deploy/manifests and deploy/gpu-agent, but for the agent's on a release
+// older than 1.30: its ValidatingAdmissionPolicy is admissionregistration.k8s.io/v1, which 1.29
+// does not serve, so there it is installed without the agent, as the chart says.
+func shippedManifests(root string, release cluster.Release, logf func(string, ...any)) ([]*unstructured.Unstructured, error) {
 	files := []string{}
 	for _, f := range []string{"namespace.yaml", "rbac.yaml", "flowschema.yaml", "configmap.yaml", "deployment.yaml"} {
 		files = append(files, filepath.Join(root, "deploy/manifests", f))
@@ -204,6 +230,10 @@ func shippedManifests(root string) ([]*unstructured.Unstructured, error) {
 	agent, err := filepath.Glob(filepath.Join(root, "deploy/gpu-agent/*.yaml"))
 	if err != nil {
 		return nil, err
+	}
+	if !release.AtLeast(30) {
+		logf("Kubernetes %s: deploy/gpu-agent needs 1.30 or later (ValidatingAdmissionPolicy v1); lockstep runs without it", release)
+		agent = nil
 	}
 	var objs []*unstructured.Unstructured
 	for _, f := range append(files, agent...) {
