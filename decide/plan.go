@@ -37,11 +37,30 @@ func (s *Snapshot) planView(g *Gang, held map[string]placement.Resources, only m
 			in.GangNodes[q.Node] = true
 		}
 	}
+	if class := gpuClassOf(g); class != "" {
+		in.GPUWords = "devices of class " + class
+	}
 	memo := &gpu.Memo{} // one plan scores every node per member; most share a state
 	in.NodeScore = func(node string, req placement.Resources) int {
 		return memo.Score(&s.Nodes[node].GPUs, req.GPU, held[node].GPU)
 	}
 	return in
+}
+
+// gpuClassOf is the DeviceClass every member asking GPUs asks them of, "" when one asks
+// nvidia.com/gpu or they differ.
+func gpuClassOf(g *Gang) string {
+	class := ""
+	for _, q := range g.Members {
+		switch {
+		case q.Requests.GPU == 0:
+		case q.GPUClass == "" || (class != "" && q.GPUClass != class):
+			return ""
+		default:
+			class = q.GPUClass
+		}
+	}
+	return class
 }
 
 // planQuorum places members beside bound pods and the reservations the view respects, as if freed
@@ -120,9 +139,24 @@ func (r *NodeRules) allows(n *Node) bool {
 	return !untolerated
 }
 
-// allowedNodes are the nodes the member's rules allow, nil when they allow every node: the
-// planner then considers them all without a set to look in.
+// allowedNodes are the nodes the member's rules allow and DRA's allocator did not refuse it, nil
+// when that is every node: the planner then considers them all without a set to look in.
 func (s *Snapshot) allowedNodes(p *Pod) map[string]bool {
+	allowed := s.ruledNodes(p)
+	if len(p.DevicesRefused) == 0 {
+		return allowed
+	}
+	out := make(map[string]bool, len(s.Nodes))
+	for name, n := range s.Nodes {
+		if n.Known && (allowed == nil || allowed[name]) && p.DevicesRefused[name] == "" {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// ruledNodes are the nodes a member's node rules allow, nil for all.
+func (s *Snapshot) ruledNodes(p *Pod) map[string]bool {
 	if p.Rules == nil {
 		return nil
 	}

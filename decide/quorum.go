@@ -251,6 +251,9 @@ func memberError(p *Pod, g *Gang) error {
 	if p.SpecErr != nil {
 		return p.SpecErr
 	}
+	if p.ClaimsErr != nil {
+		return p.ClaimsErr
+	}
 	if spec := p.Spec; spec != nil && spec.Priority != nil && p.Priority != *spec.Priority {
 		return fmt.Errorf("pod %s: priority %d: %s has priority %d, and every pod of the group must have it, as kube-scheduler requires (give the pods the group's PriorityClass)",
 			p.Key(), p.Priority, spec.Source, *spec.Priority)

@@ -89,6 +89,15 @@ type Pod struct {
 	Spec     *gangspec.Spec
 	SpecErr  error
 	Awaiting string
+	// ClaimsErr is why the pod's ResourceClaims cannot be allocated anywhere (package dra): one
+	// names a DeviceClass that does not exist, say.
+	ClaimsErr error
+	// GPUClass is the DeviceClass the pod's GPUs are all of, when its ResourceClaims ask them all
+	// of one; "" for nvidia.com/gpu.
+	GPUClass string
+	// DevicesRefused are the nodes where DRA's allocator found no devices for the pod's claims
+	// beside the pods planned there with it, and why: plans keep it off them.
+	DevicesRefused map[string]string
 	// Queue is the key of the team queue the pod counts toward, "" for none.
 	Queue string
 	// Topology is what the pod asks of the network between its gang's nodes.

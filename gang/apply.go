@@ -185,6 +185,8 @@ type effects struct {
 	gangs []string
 	// evictions are preemptions to carry out.
 	evictions []eviction
+	// releases are claims whose devices a waiting gang gives back (releases.go).
+	releases []claimRelease
 }
 
 // touched notes that a gang changed.
@@ -233,6 +235,9 @@ func (m *Manager) emit(fx *effects) {
 	m.wake.conditions.enqueue(fx.conditions)
 	for _, e := range fx.evictions {
 		go evictRun{m, e}.run()
+	}
+	for _, r := range fx.releases {
+		go releaseRun{m, r}.run()
 	}
 	if m.cfg.OnGangChange != nil {
 		for _, g := range fx.gangs {

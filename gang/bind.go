@@ -56,6 +56,9 @@ type heldBind struct {
 	node string
 	wait time.Duration
 	mu   *sync.RWMutex
+	// devices: the pod's GPUs are DRA devices, which only the scheduler's cycle reserves for it
+	// (ledger.usesDevices): lockstep cannot bind it outside a bind call.
+	devices bool
 }
 
 // decideBindLocked decides what Bind does, and for a held member counts it toward quorum,
@@ -99,7 +102,8 @@ func (m *Manager) decideBindLocked(p *podInfo, node string) bindDecision {
 	} else if res.state == decide.Reserving {
 		g.lastReason = fmt.Sprintf("gang %s: %s; binds held until quorum or %s", g.key, ready.ReadyWords(p.Spec), res.expires.UTC().Format("15:04:05"))
 	}
-	return bindDecision{held: &heldBind{pod: p, gang: g, res: res, slot: s, node: node, wait: m.cfg.BindWait, mu: &m.mu}}
+	return bindDecision{held: &heldBind{pod: p, gang: g, res: res, slot: s, node: node, wait: m.cfg.BindWait, mu: &m.mu,
+		devices: m.ledger.usesDevices(p, node)}}
 }
 
 // await holds a member's bind until its gang's commit settles it, BindWait passes, the
@@ -134,10 +138,13 @@ func (h *heldBind) committing() bool {
 	return h.res.state == decide.Committing
 }
 
-// stillHeld is the answer to a bind held for BindWait: the pod keeps its place.
+// stillHeld is the answer to a bind held for BindWait: the pod keeps its place. A pod of DRA
+// devices stops counting toward the quorum until its next bind: when this call answers, the
+// scheduler takes back its reservation of the pod's claims, which a binding lockstep made alone
+// would leave unreserved.
 func (h *heldBind) stillHeld() error {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.res.state == decide.Committing {
 		return fmt.Errorf("gang %s: quorum reached, bindings still being written after %s; the scheduler's retry finds pod %s bound", h.gang.key, h.wait, h.pod.Key())
 	}
@@ -146,6 +153,14 @@ func (h *heldBind) stillHeld() error {
 	status := fmt.Sprintf("%s after %s", ready.ReadyWords(spec), h.wait)
 	if ready.Meets(spec) {
 		status = "its quorum is ready, its gang group's is not: " + h.gang.bundleWait
+	}
+	if h.devices {
+		if h.slot.state == decide.SlotWaiting {
+			h.slot.state = decide.SlotReserved
+			h.res.changed()
+		}
+		return fmt.Errorf("gang %s: %w: %s; pod %s keeps its reservation on %s and binds when it comes back with the quorum (its devices are allocated in the scheduler's cycle)",
+			h.gang.key, ErrAwaitingQuorum, status, h.pod.Key(), h.node)
 	}
 	return fmt.Errorf("gang %s: %w: %s; pod %s keeps its reservation on %s and lockstep binds it when the quorum arrives",
 		h.gang.key, ErrAwaitingQuorum, status, h.pod.Key(), h.node)

@@ -139,6 +139,7 @@ func (m *Manager) answerMemberLocked(p *podInfo, nodes []string, fx *effects, pa
 		s = m.snapshots.current()
 	}
 	a := s.Admit(s.Pods[p.UID], nodes)
+	a = devicesChecked(m.ledger, m.book, m.snapshots, s.Pods[p.UID], g.key, a, nodes)
 	if a.LacksMembers && mayGather(m.stop, m.cfg.GatherWait) {
 		// Decided again after the pause: nothing of this decision is applied.
 		if *pause = g.gatherPause(m.now(), m.cfg.GatherWait); pause.next != nil {

@@ -63,11 +63,12 @@ func (l *gpuLedger) eachFreeByIndex(indices []int, f func(pos int)) {
 
 // chooseGPUs picks the best k-set on a node for a pod and marks it taken by uid at once, so two
 // binds in flight never pick the same GPU. It returns nil when the node has no topology or not
-// enough free GPUs by index (lockstep then binds without choosing indices).
+// enough free GPUs by index (lockstep then binds without choosing indices), and on a node whose
+// GPUs are DRA devices.
 func (l *ledger) chooseGPUs(node string, uid types.UID, k int64) []int {
 	n, ok := l.nodes[node]
-	if !ok || n.topo == nil || k <= 0 {
-		return nil
+	if !ok || n.topo == nil || k <= 0 || n.topoSource == gpu.SourceDRA {
+		return nil // a DRA node's devices are the scheduler's allocator's to choose
 	}
 	free := n.gpuState()
 	set, _, ok := n.topo.BestSet(free.FreeIndices(0), int(k))

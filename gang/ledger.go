@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-sched/lockstep/decide"
+	"github.com/lockstep-sched/lockstep/dra"
 	"github.com/lockstep-sched/lockstep/fabric"
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/gpu"
@@ -51,6 +52,12 @@ type ledger struct {
 	// schedulable is what the known schedulable nodes have in all, unqueued what bound pods of no
 	// queue take of it: the queues share the difference.
 	schedulable, unqueued placement.Resources
+	// devices is what DRA publishes (devices.go).
+	devices *dra.Inventory
+	// released is when lockstep last asked to give back each claim's devices (releases.go).
+	released map[types.UID]time.Time
+	// heldDevices are the devices DRA's allocator found for each gang's reservation (devices.go).
+	heldDevices map[string][]dra.DeviceKey
 	// queueBinding is, per queue, what ordinary binds on their way to the apiserver will take:
 	// the scheduler binds pods in parallel, and a quota checked only against bound pods would let
 	// pods scheduled together past it.
@@ -98,6 +105,8 @@ type podInfo struct {
 	// gpuIDs are the GPU indices the pod holds on its node, from wellknown.AnnotationGPUIDs; nil
 	// when unknown.
 	gpuIDs []int
+	// devices are what its ResourceClaims ask (devices.go); nil when it names none.
+	devices *podDevices
 }
 
 func (p *podInfo) ref() *corev1.ObjectReference {
@@ -136,6 +145,9 @@ type nodeInfo struct {
 	// topoSource and topoErr say where topo came from and what was wrong with the annotation.
 	topoSource gpu.Source
 	topoErr    error
+	// nodeAllocatable is what the Node object offers; allocatable adds its DRA GPUs (dra).
+	nodeAllocatable placement.Resources
+	dra             nodeDevices
 }
 
 // free is what the node has left after bound pods and the ordinary binds on their way: a gang
@@ -254,6 +266,7 @@ func newPodInfoOf(pod *corev1.Pod, ms gangspec.Membership) *podInfo {
 		p.Gang = pod.Namespace + "/" + ms.Gang
 		p.Rules = decide.NodeRulesOf(pod)
 	}
+	p.devices = podDevicesOf(pod, p.Requests)
 	if raw, ok := pod.Annotations[wellknown.AnnotationGPUIDs]; ok && p.Requests.GPU > 0 {
 		// A malformed list counts as unknown indices: the GPUs still count as taken.
 		p.gpuIDs, _ = ParseGPUIDs(raw, p.Requests.GPU)
@@ -323,7 +336,8 @@ type groupRules struct {
 func newLedger(read gangspec.Reader, tiers fabric.Tiers) *ledger {
 	return &ledger{pods: map[types.UID]*podInfo{}, nodes: map[string]*nodeInfo{}, gangs: map[string]*gangInfo{},
 		groups: map[string]groupRules{}, read: read, tiers: tiers, deleted: map[types.UID]time.Time{}, quota: quota.NewBook(),
-		queueBinding: map[string]placement.Resources{}, changed: newChanges()}
+		queueBinding: map[string]placement.Resources{}, changed: newChanges(), devices: dra.NewInventory(dra.DefaultGPUClasses),
+		released: map[types.UID]time.Time{}, heldDevices: map[string][]dra.DeviceKey{}}
 }
 
 func (l *ledger) podChanged(uid types.UID)       { l.changed.pods[uid] = true }
@@ -357,7 +371,7 @@ func (l *ledger) upsertNode(node *corev1.Node) {
 	defer l.countSchedulable(n, 1)
 	n.known = true
 	n.unschedulable = node.Spec.Unschedulable
-	n.allocatable = placement.NodeAllocatable(node)
+	n.nodeAllocatable = placement.NodeAllocatable(node)
 	var soft []corev1.Taint
 	n.hardTaints = nil
 	for _, t := range node.Spec.Taints {
@@ -370,13 +384,7 @@ func (l *ledger) upsertNode(node *corev1.Node) {
 	n.softTaints = soft
 	n.object = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, Labels: node.Labels}}
 	n.domains = l.tiers.Domains(node.Name, node.Labels)
-	n.topo, n.topoSource, n.topoErr, n.gpuIndices = nil, gpu.SourceNone, nil, nil
-	if n.allocatable.GPU > 0 {
-		n.topo, n.topoSource, n.topoErr = gpu.FromNode(node)
-		if n.topo != nil {
-			n.gpuIndices = n.topo.Indices()
-		}
-	}
+	l.shapeGPUs(n, node)
 }
 
 func (l *ledger) deleteNode(name string) {
@@ -384,7 +392,7 @@ func (l *ledger) deleteNode(name string) {
 		l.nodeChanged(name)
 		l.countSchedulable(n, -1)
 		n.known = false
-		n.allocatable = placement.Resources{}
+		n.allocatable, n.nodeAllocatable = placement.Resources{}, placement.Resources{}
 		l.dropNodeIfUnused(n)
 	}
 }
@@ -416,8 +424,12 @@ func (l *ledger) upsertInfo(next *podInfo) *podInfo {
 	l.pods[next.UID] = next
 	l.podChanged(next.UID)
 	l.resolve(next)
+	l.demand(next)
 	l.take(next)
 	l.joinGang(next)
+	if l.devices.HasNodes() {
+		l.devicesMoved(prev, next)
+	}
 	if next.Holds() && (!ok || !prev.Holds()) {
 		l.settleSlot(next)
 	}
@@ -451,6 +463,9 @@ func (l *ledger) deletePod(uid types.UID, now time.Time) *podInfo {
 	l.leaveGang(p)
 	delete(l.pods, uid)
 	l.podChanged(uid)
+	if l.devices.HasNodes() {
+		l.devicesMoved(p, nil)
+	}
 	return p
 }
 

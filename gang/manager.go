@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/lockstep-sched/lockstep/decide"
+	"github.com/lockstep-sched/lockstep/dra"
 	"github.com/lockstep-sched/lockstep/fabric"
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/wellknown"
@@ -77,6 +78,12 @@ type Config struct {
 	// Nominator, when set, writes the nominated node of members lockstep holds a place for
 	// (apply.go); nil nominates nothing.
 	Nominator Nominator
+	// GPUClasses name the DeviceClasses whose devices count as GPUs beside those that serve
+	// nvidia.com/gpu (package dra); nil for dra.DefaultGPUClasses.
+	GPUClasses []string
+	// ClaimReleaser, when set, gives back the devices a waiting gang member's claims were
+	// allocated once no reservation holds the member (releases.go); nil leaves them allocated.
+	ClaimReleaser ClaimReleaser
 	// GatherWait is how long past the latest arrival of a gang's member a member lacking only
 	// the rest of its gang waits at filter for the next (filter.go, gathering); 0 turns waiting off.
 	GatherWait time.Duration
@@ -161,6 +168,9 @@ func NewManager(cfg Config, binder Binder, getPod PodGetter, recorder record.Eve
 		ledger:   newLedger(cfg.Reader, cfg.Tiers),
 
 		evictRefused: map[types.UID]time.Time{},
+	}
+	if cfg.GPUClasses != nil {
+		m.ledger.devices = dra.NewInventory(cfg.GPUClasses)
 	}
 	m.rules = decide.Rules{DefaultWaitingTime: cfg.DefaultWaitingTime, StarvationThreshold: cfg.StarvationThreshold,
 		Tiers: cfg.Tiers, MayEvict: cfg.Evicter != nil, NoPriorityPreemption: cfg.NoPriorityPreemption,

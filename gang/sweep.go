@@ -10,8 +10,9 @@ import (
 )
 
 // The sweep: every ExpiryCheckInterval the book's expired reservations are reported (book.go),
-// a starving gang gets its hold, a gang left stranded is woken, and the members new reservations
-// wait for are recalled.
+// a starving gang gets its hold, a gang left stranded is woken, the members new reservations
+// wait for are recalled, and the devices of members no reservation holds are given back
+// (releases.go).
 
 // sweepExpired evicts expired reservations every ExpiryCheckInterval until Stop.
 func (m *Manager) sweepExpired() {
@@ -36,6 +37,9 @@ func (m *Manager) checkWaitingGangs() {
 		m.holdForStarvingLocked(&fx)
 		m.wakeStrandedLocked(&fx)
 		m.wake.recallParked(m.now(), &fx)
+		if m.cfg.ClaimReleaser != nil {
+			fx.releases = m.ledger.releases(m.book, m.now(), &fx)
+		}
 	})
 	m.emit(&fx)
 }

@@ -15,6 +15,9 @@ import (
 const (
 	LabelGPUProduct = "nvidia.com/gpu.product"
 	LabelGPUCount   = "nvidia.com/gpu.count"
+	// LabelGPUClique names the multi-node NVLink domain (a GB200 NVL72 partition) of a node's
+	// GPUs: <cluster UUID>.<clique id>.
+	LabelGPUClique = "nvidia.com/gpu.clique"
 )
 
 // Source says where FromNode found a node's topology, for display.
@@ -34,6 +37,8 @@ const (
 	// SourceUniform: nothing known about the wiring; every pair is assumed SYS, sized by the
 	// node's allocatable nvidia.com/gpu, so that best-fit packing still applies.
 	SourceUniform
+	// SourceDRA: the node's GPUs are the devices its ResourceSlices publish (FromDevices).
+	SourceDRA
 )
 
 func (s Source) String() string {
@@ -48,6 +53,8 @@ func (s Source) String() string {
 		return "known-system"
 	case SourceUniform:
 		return "uniform"
+	case SourceDRA:
+		return "dra"
 	}
 	return "Source(" + strconv.Itoa(int(s)) + ")"
 }

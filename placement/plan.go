@@ -34,6 +34,9 @@ type Input struct {
 	// Prefer breaks the ties left after every other rule, higher first, before node names (the
 	// network tiers' fuller racks first); may be nil.
 	Prefer func(node string) int
+	// GPUWords name the members' GPUs in reasons when they are not nvidia.com/gpu: "devices of
+	// class gpu.nvidia.com" for GPUs the members' ResourceClaims ask.
+	GPUWords string
 }
 
 // Need is what the members request in all.
@@ -194,7 +197,7 @@ func Explain(gang string, in Input, failed int, heldByOthers map[string]Resource
 	for _, name := range []corev1.ResourceName{wellknown.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
 		if need.Get(name) > total.Get(name) {
 			return fmt.Sprintf("gang %s: %d %s need %s, %s free%s", gang, n, plural(n, "member", "members"),
-				FormatQuantity(name, need.Get(name)), Amount(name, total.Get(name)), heldNote(name, heldByOthers))
+				in.quantity(name, need.Get(name)), Amount(name, total.Get(name)), heldNote(name, heldByOthers))
 		}
 	}
 	m := in.Members[failed]
@@ -209,7 +212,15 @@ func Explain(gang string, in Input, failed int, heldByOthers map[string]Resource
 		where = fmt.Sprintf("at most %s free on one node (%s)", Amount(short, largest), largestOn)
 	}
 	return fmt.Sprintf("gang %s: %d %s fit in total, but member %s needs %s on one node after placing the others: %s%s",
-		gang, n, plural(n, "member", "members"), m.Name, FormatQuantity(short, m.Requests.Get(short)), where, heldNote(short, heldByOthers))
+		gang, n, plural(n, "member", "members"), m.Name, in.quantity(short, m.Requests.Get(short)), where, heldNote(short, heldByOthers))
+}
+
+// quantity is FormatQuantity, GPUs in the members' own words.
+func (in Input) quantity(name corev1.ResourceName, v int64) string {
+	if name == wellknown.ResourceGPU && in.GPUWords != "" {
+		return Amount(name, v) + " " + in.GPUWords
+	}
+	return FormatQuantity(name, v)
 }
 
 // shortestResource is the resource no single node has enough of for m; when each exists somewhere

@@ -111,6 +111,9 @@ const (
 	// own preemption gives its victims).
 	ReasonGangPreempting = "GangPreempting"
 	ReasonPreempted      = "Preempted"
+	// ReasonGangDevicesReleased: lockstep gave back the DRA devices a waiting member's claim was
+	// allocated, since no reservation holds the member any more.
+	ReasonGangDevicesReleased = "GangDevicesReleased"
 )
 
 // ReasonGPUTopologyInvalid is the Event reason lockstep writes on a Node whose topology

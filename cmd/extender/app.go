@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/lockstep-sched/lockstep/dialect"
+	"github.com/lockstep-sched/lockstep/drawatch"
 	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/gang"
 	"github.com/lockstep-sched/lockstep/leadership"
@@ -45,6 +47,8 @@ type app struct {
 	// nominations writes nominated nodes (--nominate-reserved); nil when off.
 	nominations *nominate.Writer
 	queues      *tenancy.Watcher
+	// devices watches what DRA publishes (package drawatch).
+	devices *drawatch.Watcher
 	// leader says whether this replica's scheduler leads; only then does lockstep write on its
 	// own initiative (see package leadership).
 	leader *leadership.Follower
@@ -67,6 +71,11 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	if opts.gangPreemption || opts.queueReclaim || opts.takeBackExtras {
 		evicter = gang.APIEvicter{Client: c.bind} // an eviction makes room for a gang to bind
 	}
+	var releaser gang.ClaimReleaser
+	if opts.releaseDevices {
+		// Like an eviction, it frees devices for a gang; only the leader's lockstep writes it.
+		releaser = leaderOnlyReleaser{gang.APIClaimReleaser{Client: c.bind}, a.leader}
+	}
 	var nominator gang.Nominator
 	if opts.nominate {
 		a.nominations = nominate.New(c.nominate, nominateWorkers, reg)
@@ -88,7 +97,11 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 		OnGangChange:         func(key string) { groups.GangChanged(key) },
 		OnQueuesChange:       func() { groups.Resync() },
 		Nominator:            nominator,
+		GPUClasses:           opts.gpuClasses,
+		ClaimReleaser:        releaser,
 	}, gang.NewAPIBinder(c.bind), getPod, recorder, gang.NewMetrics(reg))
+	// Every replica reads DRA, as it reads queues: a standby must be ready to lead.
+	a.devices = drawatch.New(c.groups, c.discovery, a.manager, opts.groupDiscoveryInterval)
 	groups = podgroup.New(c.groups, c.discovery, a.manager, opts.groupDiscoveryInterval)
 	groups.SetWriteGate(a.leader.Leading)
 	a.leader.OnStartedLeading(groups.Resync)
@@ -133,7 +146,7 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.handlersSynced = func() bool { return synced() && groups.HasSynced() && queues.HasSynced() }
+	a.handlersSynced = func() bool { return synced() && groups.HasSynced() && queues.HasSynced() && a.devices.HasSynced() }
 	return a, nil
 }
 
@@ -156,6 +169,20 @@ func (l leaderOnly) SetCondition(ctx context.Context, namespace, name string, co
 	return l.ConditionWriter.SetCondition(ctx, namespace, name, cond)
 }
 
+// leaderOnlyReleaser drops a standby's releases: the leader's lockstep decides the reservations
+// they follow.
+type leaderOnlyReleaser struct {
+	gang.ClaimReleaser
+	leader *leadership.Follower
+}
+
+func (l leaderOnlyReleaser) Release(ctx context.Context, namespace, name string, uid types.UID, pods []types.UID) error {
+	if !l.leader.Leading() {
+		return nil
+	}
+	return l.ClaimReleaser.Release(ctx, namespace, name, uid, pods)
+}
+
 func (a *app) start(ctx context.Context) {
 	a.broadcaster.StartStructuredLogging(3)
 	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.events.CoreV1().Events("")})
@@ -164,6 +191,7 @@ func (a *app) start(ctx context.Context) {
 	leaseSynced := a.leader.Run(ctx)
 	go a.groups.Run(ctx)
 	go a.queues.Run(ctx)
+	go a.devices.Run(ctx)
 	if a.nominations != nil {
 		go a.nominations.Run(ctx)
 	}

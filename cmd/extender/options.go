@@ -17,6 +17,7 @@ import (
 	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lockstep-sched/lockstep/dra"
 	"github.com/lockstep-sched/lockstep/extender"
 	"github.com/lockstep-sched/lockstep/fabric"
 	"github.com/lockstep-sched/lockstep/gang"
@@ -78,14 +79,17 @@ type options struct {
 	commitTimeout                          time.Duration
 	// groupDiscoveryInterval: see the flag.
 	groupDiscoveryInterval time.Duration
-	maxRequestBytes        int64
-	gangPreemption         bool
-	takeBackExtras         bool
-	queueReclaim           bool
-	shortlist              bool
-	nominate               bool
-	starvationThreshold    time.Duration
-	gatherWait             time.Duration
+	// gpuClasses and releaseDevices: see the flags.
+	gpuClasses          []string
+	releaseDevices      bool
+	maxRequestBytes     int64
+	gangPreemption      bool
+	takeBackExtras      bool
+	queueReclaim        bool
+	shortlist           bool
+	nominate            bool
+	starvationThreshold time.Duration
+	gatherWait          time.Duration
 	// topologyTiers is the --topology-tiers flag; tiers is it parsed by validate.
 	topologyTiers string
 	tiers         fabric.Tiers
@@ -113,6 +117,8 @@ func defaultOptions() options {
 		// A CRD is installed once per cluster; half a minute to notice costs nothing, and
 		// discovery is cheap enough to ask that often.
 		groupDiscoveryInterval: 30 * time.Second,
+		gpuClasses:             dra.DefaultGPUClasses,
+		releaseDevices:         true,
 		maxRequestBytes:        extender.DefaultMaxRequestBytes,
 		gangPreemption:         true,
 		takeBackExtras:         true,
@@ -154,7 +160,17 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.httpTimeout, "scheduler-http-timeout", o.httpTimeout, "the httpTimeout of lockstep's stanza in the scheduler configuration (kube-scheduler uses 5s when unset); ignored when --scheduler-config is given")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", o.schedulerConfig, "KubeSchedulerConfiguration file the scheduler runs with; lockstep reads its extender httpTimeout from it")
 	fs.DurationVar(&o.defaultWaitingTime, "default-waiting-time", o.defaultWaitingTime, "how long a gang's reservation lives when its pods carry no "+wellknown.AnnotationGangWaitingTime+" annotation")
-	fs.DurationVar(&o.groupDiscoveryInterval, "group-discovery-interval", o.groupDiscoveryInterval, "how often lockstep asks the apiserver which PodGroup APIs (scheduler-plugins, Koordinator, Volcano, kube-batch) and queue APIs (Volcano's and kube-batch's Queues, scheduler-plugins' ElasticQuotas) it serves; a CRD installed later is watched from the next look on")
+	fs.DurationVar(&o.groupDiscoveryInterval, "group-discovery-interval", o.groupDiscoveryInterval, "how often lockstep asks the apiserver which PodGroup APIs (scheduler-plugins, Koordinator, Volcano, kube-batch) and queue APIs (Volcano's and kube-batch's Queues, scheduler-plugins' ElasticQuotas) it serves, and whether it serves Dynamic Resource Allocation (resource.k8s.io/v1); a CRD installed later is watched from the next look on")
+	fs.Func("dra-gpu-classes", "comma-separated DeviceClasses (resource.k8s.io) whose devices count as GPUs, beside any class whose spec.extendedResourceName is nvidia.com/gpu; default NVIDIA's DRA driver's "+strings.Join(dra.DefaultGPUClasses, ",")+"; empty: only those serving nvidia.com/gpu", func(v string) error {
+		o.gpuClasses = nil
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				o.gpuClasses = append(o.gpuClasses, c)
+			}
+		}
+		return nil
+	})
+	fs.BoolVar(&o.releaseDevices, "release-waiting-devices", o.releaseDevices, "give back the DRA devices kube-scheduler allocated for a gang member's claims once no reservation holds the member (expired, taken over), by clearing the claim's allocation as the scheduler does for a pod it cannot place; false leaves them allocated until the member binds or goes")
 	fs.DurationVar(&o.commitTimeout, "commit-timeout", o.commitTimeout, "how long lockstep keeps retrying the bindings of a gang that reached quorum")
 	fs.BoolVar(&o.gangPreemption, "gang-preemption", o.gangPreemption, "let a gang whose quorum does not fit evict lower-priority pods for it, whole gangs or ordinary pods, through the Eviction API (PodDisruptionBudgets hold); false leaves preemption to kube-scheduler alone, which lockstep keeps from breaking gangs")
 	fs.BoolVar(&o.takeBackExtras, "take-back-extras", o.takeBackExtras, "let a gang waiting for its quorum evict, through the Eviction API, members beyond their own gang's min-available (an elastic job's extra workers) of gangs of equal or lower priority, the youngest first, never cutting a gang below its quorum; a member annotated lockstep.dev/keep-extras: \"true\" is never taken; false lets extras that bound first keep later gangs from their quorums")

@@ -20,8 +20,12 @@ const (
 	blockLabel = "lockstep.e2e/block"
 )
 
-// The tiers carry Koordinator-style layer names too, for gangs that ask by name.
-var suiteTiers = "RackLayer=" + rackLabel + ",BlockLayer=" + blockLabel
+// The tiers carry Koordinator-style layer names too, for gangs that ask by name. The narrowest is
+// NVIDIA's multi-node NVLink domain (GPU Feature Discovery's clique label), which gangs of
+// ComputeDomain channels require (dra_test.go); nodes without it sit alone there too.
+var suiteTiers = cliqueLabel + ",RackLayer=" + rackLabel + ",BlockLayer=" + blockLabel
+
+const cliqueLabel = "nvidia.com/gpu.clique"
 
 // twoRacks is 5 nodes x 4 GPUs in one block: rack "a" of 2 and rack "b" of 3, named so that a
 // plan by node names alone would alternate between the racks.
@@ -61,10 +65,12 @@ func TestGangLandsInOneRack(t *testing.T) {
 	require.Equal(t, "a", s.rackOf("pair-0"))
 	require.Equal(t, "a", s.rackOf("pair-1"))
 	g := s.gangs()["pair"]
-	require.Len(t, g.Domains, 2)
-	require.Equal(t, rackLabel, g.Domains[0].Tier)
-	require.Equal(t, []string{"block-1/a"}, g.Domains[0].Domains, "/debug/gangs names the gang's rack")
-	require.Equal(t, []string{"block-1"}, g.Domains[1].Domains)
+	require.Len(t, g.Domains, 3, "the NVLink clique, the rack and the block")
+	require.Equal(t, cliqueLabel, g.Domains[0].Tier)
+	require.Len(t, g.Domains[0].Domains, 2, "a node of no clique is a domain of its own")
+	require.Equal(t, rackLabel, g.Domains[1].Tier)
+	require.Equal(t, []string{"block-1/a"}, g.Domains[1].Domains, "/debug/gangs names the gang's rack")
+	require.Equal(t, []string{"block-1"}, g.Domains[2].Domains)
 }
 
 // A gang that requires one rack and fits in none waits, saying which tier and the largest free

@@ -24,8 +24,11 @@ var (
 	// Indexed Jobs) and collect what their owners leave, as in a real cluster.
 	JobControllers = []string{"job-controller", "garbage-collector-controller"}
 	// WorkloadControllers add the finalizer that keeps a native PodGroup while pods still
-	// name it (Kubernetes 1.36, gate GenericWorkload).
+	// name it (Kubernetes 1.36 and later, gate GenericWorkload).
 	WorkloadControllers = []string{"podgroup-protection-controller"}
+	// DRAControllers make the ResourceClaims of pods' claim templates, clear the reservations
+	// of pods gone and deallocate what no pod uses (Dynamic Resource Allocation, GA in 1.34).
+	DRAControllers = []string{"resourceclaim-controller"}
 )
 
 // ControllerManagerOptions choose what StartControllerManager runs.

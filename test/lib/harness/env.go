@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -174,12 +175,15 @@ func workloadAPIFor(asked bool, logf func(string, ...any)) (*WorkloadAPI, error)
 	return &w, nil
 }
 
-// startControllerManager runs the controllers Jobs need and, with the Workload API, those that
-// make and protect native PodGroups.
+// startControllerManager runs the controllers Jobs need, DRA's claim controller where the release
+// serves DRA, and with the Workload API those that make and protect native PodGroups.
 func startControllerManager(ctx context.Context, c *cluster.Cluster, workload *WorkloadAPI) (*cluster.Component, error) {
-	cm := cluster.ControllerManagerOptions{Controllers: cluster.JobControllers}
+	cm := cluster.ControllerManagerOptions{Controllers: slices.Clone(cluster.JobControllers)}
+	if c.Release.AtLeast(34) {
+		cm.Controllers = append(cm.Controllers, cluster.DRAControllers...)
+	}
 	if workload != nil {
-		cm.Controllers = append(append([]string{}, cluster.JobControllers...), cluster.WorkloadControllers...)
+		cm.Controllers = append(cm.Controllers, cluster.WorkloadControllers...)
 		cm.FeatureGates = workload.ControllerManagerGates
 	}
 	return c.StartControllerManager(ctx, cm)

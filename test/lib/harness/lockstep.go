@@ -275,6 +275,20 @@ func (l *Lockstep) Gangs(ctx context.Context, namespace string) ([]views.GangSta
 	return list, json.Unmarshal(raw, &list)
 }
 
+// Nodes is lockstep's /debug/nodes.
+func (l *Lockstep) Nodes(ctx context.Context) ([]views.NodeStatus, error) {
+	resp, err := l.getDebug(ctx, "/debug/nodes")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var list []views.NodeStatus
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, fmt.Errorf("lockstep /debug/nodes: %w", err)
+	}
+	return list, nil
+}
+
 // getDebug GETs a path of lockstep's debug address; the caller closes the body of a 200.
 func (l *Lockstep) getDebug(ctx context.Context, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.DebugURL+path, nil)
