@@ -6,7 +6,7 @@
 #   make test-versions  the core end-to-end cases against every Kubernetes release lockstep claims
 GO ?= go
 
-.PHONY: all build test unit fuzz e2e e2e-release test-versions soak demo bench bench-throughput bench-burst bench-packing control-plane scheduler-plugins vc-scheduler koord-scheduler training-operator volcano helm mpi-operator kueue arena tools vet fmt image clean
+.PHONY: all build test unit fuzz e2e e2e-release test-versions soak demo bench bench-dra bench-throughput bench-burst bench-packing control-plane scheduler-plugins vc-scheduler koord-scheduler training-operator volcano helm mpi-operator kueue arena tools vet fmt image clean
 
 all: build
 
@@ -176,6 +176,12 @@ bench-throughput: $(BENCH_TOOLS)
 BURST_ARGS = -modes lockstep,volcano -ordinary 0 -idle-samples 0
 bench-burst: $(BENCH_TOOLS)
 	$(GO) run ./test/cmd/throughput $(BURST_ARGS) $(ARGS)
+
+# The verb bench twice in one run: device-plugin GPUs, then the same nodes' GPUs published as
+# DRA devices (a ResourceSlice of NVIDIA's driver per node), with the second's figures as ratios
+# of the first's (docs/performance.md, "GPUs from DRA").
+bench-dra: control-plane
+	$(GO) run ./test/cmd/verbbench -dra $(ARGS)
 
 bench-packing:
 	$(GO) run ./test/cmd/packing

@@ -9,11 +9,13 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/lockstep-sched/lockstep/dra"
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/placement"
 	"github.com/lockstep-sched/lockstep/quota"
@@ -396,7 +398,35 @@ func (r fields) resources(path ...string) (placement.Resources, quota.ResourceSe
 		out = withAmount(out, res.name, v)
 		named |= res.bit
 	}
-	return out, named, nil
+	gpus, ok, err := r.deviceClassGPUs(path, list)
+	if ok {
+		out.GPU += gpus
+		named |= quota.GPU
+	}
+	return out, named, err
+}
+
+// deviceClassGPUs reads the GPUs a resource list names by DRA device class: Volcano's
+// deviceclass/<class> keys (Volcano 1.15's DRA quota) and the extended resource every class
+// implies, deviceclass.resource.kubernetes.io/<class>, for the classes that count as GPUs by
+// default (dra.DefaultGPUClasses). lockstep counts them all as GPUs, beside nvidia.com/gpu.
+func (r fields) deviceClassGPUs(path []string, list map[string]any) (int64, bool, error) {
+	var sum int64
+	found := false
+	for _, class := range dra.DefaultGPUClasses {
+		for _, key := range []string{"deviceclass/" + class, resourceapi.ResourceDeviceClassPrefix + class} {
+			raw, ok := list[key]
+			if !ok || raw == nil {
+				continue
+			}
+			v, err := r.amount(strings.Join(path, ".")+"."+key, wellknown.ResourceGPU, raw)
+			if err != nil {
+				return 0, false, err
+			}
+			sum, found = sum+v, true
+		}
+	}
+	return sum, found, nil
 }
 
 // amount reads one quantity in lockstep's unit for the resource: millicores, bytes, GPUs.

@@ -49,6 +49,10 @@ func TestParseQueue(t *testing.T) {
 	}{
 		{name: "Volcano, an empty queue: weight 1, open, reclaimable, unlimited", api: VolcanoQueue,
 			want: volcano(quota.Queue{Weight: 1, State: quota.Open, Reclaimable: true})},
+		{name: "Volcano 1.15's DRA keys: GPUs by device class count as GPUs", api: VolcanoQueue,
+			spec: map[string]any{"capability": map[string]any{"deviceclass/gpu.nvidia.com": "8", "deviceclass.resource.kubernetes.io/mig.nvidia.com": "14"}},
+			want: volcano(quota.Queue{Weight: 1, State: quota.Open, Reclaimable: true,
+				Capability: quota.Limit{Amount: placement.Resources{GPU: 22}, Named: quota.GPU}})},
 		{name: "Volcano, every field it has", api: VolcanoQueue,
 			spec: map[string]any{"weight": int64(3), "priority": int64(-2), "reclaimable": false,
 				"capability": map[string]any{"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi", "ephemeral-storage": "1Ti"},

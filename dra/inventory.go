@@ -52,6 +52,8 @@ type Inventory struct {
 	templates map[string]*resourceapi.ResourceClaimTemplate
 	// takenBy is the claim whose allocation names each device.
 	takenBy map[DeviceKey]string
+	// selected is how many published devices each class selects, kept as nodes are worked out.
+	selected map[string]int
 }
 
 type poolKey struct{ driver, pool string }
@@ -67,7 +69,7 @@ func NewInventory(gpuClasses []string) *Inventory {
 		classes: map[string]*class{}, slices: map[string]*resourceapi.ResourceSlice{},
 		pools: map[poolKey]map[string]*resourceapi.ResourceSlice{}, nodes: map[string]*NodeGPUs{},
 		claims: map[string]*Claim{}, templates: map[string]*resourceapi.ResourceClaimTemplate{},
-		takenBy: map[DeviceKey]string{}}
+		takenBy: map[DeviceKey]string{}, selected: map[string]int{}}
 }
 
 // SetClass takes in a DeviceClass's latest version and DeleteClass its deletion; both return the
@@ -165,13 +167,26 @@ func (inv *Inventory) refresh(nodes []string) []string {
 		nodes = nodes[1:]
 	}
 	for _, n := range nodes {
+		inv.countSelected(inv.nodes[n], -1)
 		if g := inv.workOut(n); g != nil {
 			inv.nodes[n] = g
+			inv.countSelected(g, 1)
 		} else {
 			delete(inv.nodes, n)
 		}
 	}
 	return nodes
+}
+
+func (inv *Inventory) countSelected(g *NodeGPUs, sign int) {
+	if g == nil {
+		return
+	}
+	for _, d := range g.Devices {
+		for _, c := range d.Classes {
+			inv.selected[c] += sign
+		}
+	}
 }
 
 // workOut is a node's GPUs from the slices naming it, nil when none names it.
@@ -287,15 +302,8 @@ func (inv *Inventory) ClassProblem(name string) string {
 	case c.err != nil:
 		return c.err.Error()
 	}
-	if !c.gpu {
+	if !c.gpu || inv.selected[name] > 0 {
 		return ""
-	}
-	for _, g := range inv.nodes {
-		for _, d := range g.Devices {
-			if slices.Contains(d.Classes, name) {
-				return ""
-			}
-		}
 	}
 	return fmt.Sprintf("DeviceClass %s: spec.selectors select none of the devices the ResourceSlices publish", name)
 }

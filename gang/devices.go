@@ -16,6 +16,7 @@ import (
 	"github.com/lockstep-sched/lockstep/gangspec"
 	"github.com/lockstep-sched/lockstep/gpu"
 	"github.com/lockstep-sched/lockstep/placement"
+	"github.com/lockstep-sched/lockstep/views"
 )
 
 // The DRA side of the ledger (package dra). A node's GPUs are its device-plugin GPUs and its DRA
@@ -126,22 +127,27 @@ func (l *ledger) shapeGPUs(n *nodeInfo, node *corev1.Node) {
 	}
 }
 
-// refreshDevices takes in the node's DRA devices and the claims allocated there anew.
+// refreshDevices takes in a node's DRA devices and the claims allocated there anew, once they
+// changed; a node whose Node object lockstep has not seen yet takes them when it arrives
+// (upsertNode), in whichever order the informers deliver the two.
 func (l *ledger) refreshDevices(name string) {
-	g := l.devices.Node(name)
-	if _, known := l.nodes[name]; !known && g == nil {
+	n, ok := l.nodes[name]
+	if !ok {
 		return
 	}
-	n := l.node(name)
 	l.countSchedulable(n, -1)
+	l.takeDevices(n)
+	l.shapeGPUs(n, nil)
+	l.countSchedulable(n, 1)
+}
+
+// takeDevices reads the node's DRA GPUs from the inventory and counts its orphans.
+func (l *ledger) takeDevices(n *nodeInfo) {
 	n.dra.devices, n.dra.gpus = nil, 0
-	if g != nil {
+	if g := l.devices.Node(n.name); g != nil {
 		n.dra.devices, n.dra.gpus = g.Devices, int64(len(g.Devices))
 	}
-	l.shapeGPUs(n, nil)
 	l.countOrphans(n)
-	l.countSchedulable(n, 1)
-	l.dropNodeIfUnused(n)
 }
 
 // countOrphans counts anew the node's devices that claims take for no pod the ledger counts: a
@@ -228,7 +234,7 @@ func devicesChecked(l *ledger, book *reservationBook, snaps *snapshots, p *decid
 	why := ""
 	for try := 1; a.Reserve != nil; try++ {
 		if why = l.refuseDevices(a.Reserve, book); why == "" {
-			return a
+			return withClassProblem(l, p, a)
 		}
 		if try == maxDevicePlans {
 			break
@@ -237,9 +243,21 @@ func devicesChecked(l *ledger, book *reservationBook, snaps *snapshots, p *decid
 		a = s.Admit(s.Pods[p.UID], offered)
 	}
 	if why == "" {
-		return a
+		return withClassProblem(l, p, a)
 	}
 	return decide.Admission{Slot: -1, Wait: fmt.Sprintf("gang %s: %s", gang, why), Want: a.Want}
+}
+
+// withClassProblem adds to a waiting member's reason what is wrong with the class of its GPUs,
+// a class that selects none of the devices published, say: no capacity freeing would help it.
+func withClassProblem(l *ledger, p *decide.Pod, a decide.Admission) decide.Admission {
+	if a.Wait == "" || p.GPUClass == "" {
+		return a
+	}
+	if problem := l.devices.ClassProblem(p.GPUClass); problem != "" {
+		a.Wait += "; " + problem
+	}
+	return a
 }
 
 // maxDevicePlans bounds how often one filter call plans a gang again after the allocator
@@ -318,5 +336,33 @@ func sortedKeys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	slices.Sort(out)
+	return out
+}
+
+// draPools are the node's DRA GPUs by pool, for /debug/nodes.
+func (l *ledger) draPools(node string) []views.DRAPool {
+	g := l.devices.Node(node)
+	if g == nil {
+		return nil
+	}
+	var out []views.DRAPool
+	for _, d := range g.Devices {
+		if len(out) == 0 || out[len(out)-1].Driver != d.Key.Driver || out[len(out)-1].Pool != d.Key.Pool {
+			out = append(out, views.DRAPool{Driver: d.Key.Driver, Pool: d.Key.Pool})
+		}
+		pool := &out[len(out)-1]
+		pool.GPUs++
+		if l.devices.TakenBy(d.Key) == "" {
+			pool.Free++
+		}
+		for _, c := range d.Classes {
+			if !slices.Contains(pool.Classes, c) {
+				pool.Classes = append(pool.Classes, c)
+			}
+		}
+	}
+	for i := range out {
+		slices.Sort(out[i].Classes)
+	}
 	return out
 }

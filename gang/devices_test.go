@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/lockstep-sched/lockstep/dra"
 	"github.com/lockstep-sched/lockstep/test/lib/builders"
@@ -169,4 +171,53 @@ func TestAllocatorRefusesWhatCountsAllow(t *testing.T) {
 	plain := members("default", "plain", "q", 2, 2, 0, func(b *builders.PodBuilder) { b.ClaimFromTemplate("any") })
 	e.add(plain...)
 	require.NotEmpty(t, e.filter(plain[0]).Feasible, "the same gang without the selector fits")
+}
+
+// /debug/nodes shows a node's DRA GPUs by pool, a pool being updated, and slices of a node that
+// does not exist; a gang asking a class that selects nothing says so.
+func TestDRAInNodesAndReasons(t *testing.T) {
+	e := newEnv(t, testConfig())
+	draNodes(e, "n", 1, 4)
+	e.setClaim(builders.Allocated(builders.Claim("other", "theirs", builders.GPUDeviceClass, 1), "n-0", []string{"gpu-0"}))
+	e.m.UpdateDevices("", func(inv *dra.Inventory) []string {
+		nodes := inv.SetSlice(builders.GPUSlice("ghost", 2).Obj())
+		nodes = append(nodes, inv.SetSlice(builders.GPUSlice("n-0", 4).Pool(1, 2).Obj())...)
+		return append(nodes, inv.SetSlice(builders.GPUSlice("n-0", 0).MIG(3, 2, "3g.40gb", 9).Name("n-0-extra").Pool(1, 2).Obj())...)
+	})
+	n := e.node("n-0")
+	require.Equal(t, []views.DRAPool{{Driver: "gpu.nvidia.com", Pool: "n-0", Classes: []string{"gpu.nvidia.com", "mig.nvidia.com"}, GPUs: 6, Free: 5}}, n.DRA,
+		"the pool's second slice joins it")
+	require.Equal(t, "ResourceSlices publish devices of node ghost, which does not exist: they count nowhere", e.node("ghost").Problems[0])
+
+	e.m.UpdateDevices("", func(inv *dra.Inventory) []string {
+		return inv.SetSlice(builders.GPUSlice("n-0", 0).MIG(3, 2, "3g.40gb", 9).Name("n-0-extra").Pool(2, 2).Obj())
+	})
+	problems := e.m.Nodes(true)
+	require.Len(t, problems, 2, "the ghost, and n-0 mid-update: %+v", problems)
+	require.Contains(t, problems[1].Problems[0], "ResourceSlice pool gpu.nvidia.com/n-0: 1 of the 2 slices of generation 2 are published")
+
+	e.m.UpdateDevices("", func(inv *dra.Inventory) []string {
+		return inv.SetClass(&resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "h100.example.com"},
+			Spec: resourceapi.DeviceClassSpec{ExtendedResourceName: ptr.To("nvidia.com/gpu"),
+				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.attributes['gpu.nvidia.com'].productName == 'H100'"}}}}})
+	})
+	e.setTemplate(builders.ClaimTemplate("default", "h100", "h100.example.com", 1))
+	pods := members("default", "picky", "p", 1, 1, 0, func(b *builders.PodBuilder) { b.ClaimFromTemplate("h100") })
+	e.add(pods...)
+	require.Contains(t, e.filter(pods[0]).Failed["n-0"], "DeviceClass h100.example.com: spec.selectors select none of the devices the ResourceSlices publish")
+}
+
+// The informers deliver a node's slices and its Node object in either order.
+func TestSlicesBeforeTheirNode(t *testing.T) {
+	e := newEnv(t, testConfig())
+	e.m.UpdateDevices("", func(inv *dra.Inventory) []string {
+		var nodes []string
+		for _, c := range builders.NVIDIADeviceClasses() {
+			nodes = append(nodes, inv.SetClass(c)...)
+		}
+		return append(nodes, inv.SetSlice(builders.GPUSlice("late", 4).Obj())...)
+	})
+	e.m.UpsertNode(builders.Node("late").CPU("64").Memory("256Gi").Pods(110).Obj())
+	require.Equal(t, int64(4), e.node("late").GPUs)
+	require.Equal(t, "dra", e.node("late").TopologySource)
 }

@@ -37,6 +37,9 @@
 //   - snapshot.go: the snapshot decisions read, kept in step with the ledger and the book.
 //   - ledger.go: the ledger of pods, nodes and gangs, and its records; gpus.go: the GPUs bound pods
 //     hold on each node, by index.
+//   - devices.go: the DRA side of the ledger (package dra): devices folded into the counts, a
+//     reservation's plan held to the allocator, and UpdateDevices, which package drawatch calls.
+//   - releases.go: the devices of a waiting gang given back once no reservation holds it.
 //   - book.go: the reservations, the go-cache book that holds them, and how they end by expiring.
 //   - sweep.go: the periodic sweep: expiries reported, a starving gang's hold, stranded gangs
 //     woken.

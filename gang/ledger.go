@@ -384,6 +384,7 @@ func (l *ledger) upsertNode(node *corev1.Node) {
 	n.softTaints = soft
 	n.object = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, Labels: node.Labels}}
 	n.domains = l.tiers.Domains(node.Name, node.Labels)
+	l.takeDevices(n)
 	l.shapeGPUs(n, node)
 }
 

@@ -21,8 +21,9 @@ type remedy struct {
 }
 
 var remedies = []remedy{
-	{regexp.MustCompile(`^(\d+) members? need (\S+) (\S+), (\S+) free`), shortInTotal},
-	{regexp.MustCompile(`member (\S+) needs (\S+) (\S+) on one node after placing the others: ([^;]*)`), shortOnOneNode},
+	{regexp.MustCompile(`^(\d+) members? need (\S+) ((?:devices of class )?\S+), (\S+) free`), shortInTotal},
+	{regexp.MustCompile(`member (\S+) needs (\S+) ((?:devices of class )?\S+) on one node after placing the others: ([^;]*)`), shortOnOneNode},
+	{regexp.MustCompile(`node (\S+) has not the devices (.+) ask(?: \(([^)]*)\))?`), devicesRefused},
 	{regexp.MustCompile(`^(\d+) members? (?:x (\d+) nvidia\.com/gpu|\((\d+) nvidia\.com/gpu in all\)) need one (\S+) \(([^)]+)\); the largest \S+ has (\d+) free \(([^)]+)\)`), shortInDomain},
 	{regexp.MustCompile(`need one (\S+) \(([^)]+)\); no node has the label`), noDomain},
 	{regexp.MustCompile(`^waits for its queue: (.*)`), queueQuota},
@@ -68,6 +69,18 @@ func shortInTotal(g views.GangStatus, m []string, f Facts) []string {
 		return append(out, lowerQuorum(g)...)
 	}
 	out := []string{fmt.Sprintf("free %s more %s in the cluster (its quorum needs %s, %s are free)", difference(need, free), res, need, free)}
+	return append(out, lowerQuorum(g)...)
+}
+
+// devicesRefused answers DRA's allocator, which found the gang's claims' devices on no node its
+// counts allowed: what the claims select (a selector, a class) is not free where it fits.
+func devicesRefused(g views.GangStatus, m []string, _ Facts) []string {
+	node, claims, free := m[1], m[2], m[3]
+	if free != "" {
+		free = ", " + free
+	}
+	out := []string{fmt.Sprintf("free the devices %s select on a node (node %s, for one, has not them%s), or ask for what the nodes have: a claim's selectors, its DeviceClass and its count all narrow it",
+		claims, node, free)}
 	return append(out, lowerQuorum(g)...)
 }
 

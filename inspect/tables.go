@@ -169,15 +169,28 @@ func amounts(q views.Quantities) string {
 	return orDash(strings.Join(parts, ","))
 }
 
+// draPools says a node's DRA GPUs as driver/pool free/total, "-" for none.
+func draPools(pools []views.DRAPool) string {
+	parts := make([]string, len(pools))
+	for i, p := range pools {
+		parts[i] = fmt.Sprintf("%s/%s %d/%d", p.Driver, p.Pool, p.Free, p.GPUs)
+	}
+	return orDash(strings.Join(parts, ","))
+}
+
 // NodesTable prints the nodes lockstep counts.
 func NodesTable(w io.Writer, nodes []views.NodeStatus, v View) error {
-	t := v.table("NODE", "GPUS FREE/TOTAL", "SCHEDULABLE", "TOPOLOGY", "PROBLEMS")
+	t := v.table("NODE", "GPUS FREE/TOTAL", "SCHEDULABLE", "TOPOLOGY", "DRA", "PROBLEMS")
 	for _, n := range nodes {
 		schedulable := "yes"
 		if n.Unschedulable {
 			schedulable = "no (cordoned)"
 		}
-		t.add(n.Name, fmt.Sprintf("%d/%d", n.GPUsFree, n.GPUs), schedulable, orDash(n.TopologySource), orDash(n.TopologyError))
+		problems := n.Problems
+		if n.TopologyError != "" {
+			problems = append([]string{n.TopologyError}, problems...)
+		}
+		t.add(n.Name, fmt.Sprintf("%d/%d", n.GPUsFree, n.GPUs), schedulable, orDash(n.TopologySource), draPools(n.DRA), orDash(strings.Join(problems, "; ")))
 	}
 	if len(nodes) == 0 {
 		return nil

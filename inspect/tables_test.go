@@ -89,12 +89,15 @@ func TestNodesTable(t *testing.T) {
 		{Name: "gpu-0", GPUs: 8, GPUsFree: 6, TopologySource: "annotation"},
 		{Name: "gpu-1", GPUs: 8, GPUsFree: 0, TopologySource: "uniform", Unschedulable: true,
 			TopologyError: `annotation lockstep.dev/gpu-topology: version 3 is unknown`},
+		{Name: "gpu-2", GPUs: 4, GPUsFree: 3, TopologySource: "dra",
+			DRA: []views.DRAPool{{Driver: "gpu.nvidia.com", Pool: "gpu-2", Classes: []string{"gpu.nvidia.com"}, GPUs: 4, Free: 3}}},
 	}
 	var out bytes.Buffer
 	require.NoError(t, NodesTable(&out, nodes, View{}))
-	assert.Equal(t, `NODE    GPUS FREE/TOTAL   SCHEDULABLE     TOPOLOGY     PROBLEMS
-gpu-0   6/8               yes             annotation   -
-gpu-1   0/8               no (cordoned)   uniform      annotation lockstep.dev/gpu-topology: version 3 is unknown
+	assert.Equal(t, `NODE    GPUS FREE/TOTAL   SCHEDULABLE     TOPOLOGY     DRA                        PROBLEMS
+gpu-0   6/8               yes             annotation   -                          -
+gpu-1   0/8               no (cordoned)   uniform      -                          annotation lockstep.dev/gpu-topology: version 3 is unknown
+gpu-2   3/4               yes             dra          gpu.nvidia.com/gpu-2 3/4   -
 `, out.String())
 }
 

@@ -55,6 +55,25 @@ func TestWhy(t *testing.T) {
 		},
 		not: []string{"free 2 more"},
 	}, {
+		name: "short of DRA devices of a class",
+		pod:  pending,
+		gang: aGang("ml", "big", 5).
+			reason("5 members need 10 devices of class gpu.nvidia.com, 8 free").
+			line(1, 1, "priority 0; behind 0 gangs of higher priority and 0 of equal priority waiting longer").ptr(),
+		want: []string{
+			"It waits because 5 members need 10 devices of class gpu.nvidia.com, 8 free.",
+			"What would let it run: free 2 more devices of class gpu.nvidia.com in the cluster (its quorum needs 10, 8 are free)",
+		},
+	}, {
+		name: "the allocator finds no devices its claims select",
+		pod:  pending,
+		gang: aGang("ml", "picky", 2).
+			reason("node gpu-0 has not the devices ResourceClaim ml/picky-0-gpus ask (1 of class gpu.nvidia.com free)").
+			line(1, 1, "priority 0; behind 0 gangs of higher priority and 0 of equal priority waiting longer").ptr(),
+		want: []string{
+			"What would let it run: free the devices ResourceClaim ml/picky-0-gpus select on a node (node gpu-0, for one, has not them, 1 of class gpu.nvidia.com free)",
+		},
+	}, {
 		name: "short of GPUs on one node",
 		pod:  pending,
 		gang: aGang("ml", "big", 3).

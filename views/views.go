@@ -135,6 +135,21 @@ type NodeStatus struct {
 	// TopologyError says what is wrong with the node's topology annotation; lockstep then uses
 	// TopologySource instead.
 	TopologyError string `json:"topologyError,omitempty"`
+	// DRA are the node's GPUs from Dynamic Resource Allocation, by driver and pool.
+	DRA []DRAPool `json:"dra,omitempty"`
+	// Problems say why some of what is published for the node does not count: a ResourceSlice
+	// pool being updated, slices naming a node that does not exist.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// DRAPool is one pool of a node's DRA GPUs: how many devices it publishes that count as GPUs, of
+// which classes, and how many no claim's allocation takes.
+type DRAPool struct {
+	Driver  string   `json:"driver"`
+	Pool    string   `json:"pool"`
+	Classes []string `json:"classes"`
+	GPUs    int64    `json:"gpus"`
+	Free    int64    `json:"free"`
 }
 
 // QueueStatus is one team queue as /debug/queues shows it: quantities as Kubernetes writes them

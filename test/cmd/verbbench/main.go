@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/lockstep-sched/lockstep/dialect"
+	"github.com/lockstep-sched/lockstep/dra"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -69,11 +70,29 @@ func main() {
 	baseline := flag.String("baseline", "", "also measure lockstep built at this git revision, on the same cluster, its calls taking turns with this tree's in batches, and print both with their ratios (e.g. -baseline=HEAD~1)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the lockstep process over the 5,000-node filter and prioritize calls to FILE (runs lockstep with --profiling)")
 	flag.StringVar(&latencyDir, "latencies", "", "write every call's latency, in call order, to DIR/<nodes>-<verb>.txt (to see whether slow calls cluster)")
+	withDRA := flag.Bool("dra", false, "run twice: nodes of device-plugin GPUs as usual, then the same load with each node's 8 GPUs published as a ResourceSlice of NVIDIA's DRA driver instead (no nvidia.com/gpu in allocatable), and print the DRA run's figures as ratios of the first's (make bench-dra)")
 	flag.Parse()
-	if err := run(*calls, *binds, *baseline, strings.Fields(*extra)); err != nil {
+	if err := runAll(*calls, *binds, *baseline, strings.Fields(*extra), *withDRA); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// runAll is one run, or with withDRA the device-plugin run and the DRA run and their ratios.
+func runAll(calls, binds int, baselineRev string, lockstepFlags []string, withDRA bool) error {
+	plugin, err := run(calls, binds, baselineRev, lockstepFlags)
+	if err != nil || !withDRA {
+		return err
+	}
+	draGPUs = true
+	fmt.Println("\nThe same load, each node's GPUs published as a ResourceSlice of NVIDIA's DRA driver:")
+	devices, err := run(calls, binds, baselineRev, lockstepFlags)
+	if err != nil {
+		return err
+	}
+	plugin.label, devices.label = "device-plugin GPUs", "DRA GPUs"
+	compare(plugin, devices)
+	return nil
 }
 
 type row struct {
@@ -86,46 +105,56 @@ type row struct {
 
 var latencyDir, cpuProfile string
 
-func run(calls, binds int, baselineRev string, lockstepFlags []string) error {
+// draGPUs: nodes publish their GPUs as DRA devices (-dra's second run).
+var draGPUs bool
+
+func run(calls, binds int, baselineRev string, lockstepFlags []string) (*subject, error) {
 	ctx := context.Background()
 	fmt.Printf("lockstep bench  %s  %s  GOMAXPROCS=%d  (shared machine: compare figures within one run)\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.Version(), runtime.GOMAXPROCS(0))
 	c, err := cluster.Start(ctx, cluster.Options{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer c.Stop()
 	subjects, err := buildSubjects(c.WorkDir, baselineRev)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg := rest.CopyConfig(c.RESTConfig)
 	cfg.QPS, cfg.Burst = 5000, 10000
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		return err
+		return nil, err
+	}
+	if draGPUs {
+		for _, dc := range builders.NVIDIADeviceClasses() {
+			if _, err := client.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	loaded := 0
 	for _, size := range []int{100, 1000, 5000} {
 		start := time.Now()
 		if err := populate(ctx, client, c, loaded, size, binds*len(subjects)); err != nil {
-			return err
+			return nil, err
 		}
 		loaded = size
 		fmt.Printf("loaded %d nodes and %d pods through the API in %s\n", size, size*podsPerNode, time.Since(start).Round(time.Second))
 		if err := startSubjects(ctx, c, subjects, lockstepFlags); err != nil {
-			return err
+			return nil, err
 		}
 		names := nodeNames(size)
 		if err := waitUntilSettled(ctx, c, subjects, names); err != nil {
-			return err
+			return nil, err
 		}
 		if err := measure(subjects, size, calls, binds, names); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, s := range subjects {
@@ -135,7 +164,7 @@ func run(calls, binds int, baselineRev string, lockstepFlags []string) error {
 
 	measureAllocations(subjects[0].rows)
 	report(subjects, 5000*podsPerNode+3*binds*len(subjects))
-	return nil
+	return subjects[0], nil
 }
 
 // measureAllocations fills each row's allocations per call, measured through the handler in this
@@ -329,6 +358,13 @@ func populate(ctx context.Context, client kubernetes.Interface, c *cluster.Clust
 	for i := from; i < to; i++ {
 		name := names[i]
 		work <- func() error {
+			if draGPUs {
+				if _, err := c.CreateNode(ctx, cluster.NodeSpec{Name: name, CPU: nodeCPU, Memory: "256Gi", Pods: 110}); err != nil {
+					return err
+				}
+				_, err := client.ResourceV1().ResourceSlices().Create(ctx, builders.GPUSlice(name, 8).Obj(), metav1.CreateOptions{})
+				return err
+			}
 			_, err := c.CreateNode(ctx, cluster.NodeSpec{Name: name, GPUs: 8, CPU: nodeCPU, Memory: "256Gi", Pods: 110})
 			return err
 		}
@@ -446,8 +482,24 @@ func writeLatencies(size int, verb string, lat []time.Duration) error {
 func inProcessHandler(size int) (http.Handler, []string, func()) {
 	m := gang.NewManager(gang.Config{Reader: dialect.Pods{}}, &schedsim.Binder{}, nil, nil, nil)
 	names := nodeNames(size)
+	if draGPUs {
+		m.UpdateDevices("", func(inv *dra.Inventory) []string {
+			var changed []string
+			for _, dc := range builders.NVIDIADeviceClasses() {
+				changed = append(changed, inv.SetClass(dc)...)
+			}
+			for _, name := range names {
+				changed = append(changed, inv.SetSlice(builders.GPUSlice(name, 8).Obj())...)
+			}
+			return changed
+		})
+	}
 	for i, name := range names {
-		m.UpsertNode(builders.Node(name).GPU(8).CPU(nodeCPU).Memory("256Gi").Pods(110).Obj())
+		node := builders.Node(name).CPU(nodeCPU).Memory("256Gi").Pods(110)
+		if !draGPUs {
+			node.GPU(8)
+		}
+		m.UpsertNode(node.Obj())
 		for j := range podsPerNode {
 			p := pod(fmt.Sprintf("resident-%05d-%02d", i, j), 0)
 			p.Spec.NodeName = name
