@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -52,6 +53,7 @@ func claimOf(obj *resourceapi.ResourceClaim) *Claim {
 // SetClaim takes in a ResourceClaim's latest version and DeleteClaim its deletion; both return
 // the nodes whose devices it took or gave back.
 func (inv *Inventory) SetClaim(obj *resourceapi.ResourceClaim) []string {
+	inv.demandChanges++
 	c := claimOf(obj)
 	nodes := inv.release(inv.claims[c.Key()])
 	inv.claims[c.Key()] = c
@@ -62,6 +64,7 @@ func (inv *Inventory) SetClaim(obj *resourceapi.ResourceClaim) []string {
 }
 
 func (inv *Inventory) DeleteClaim(namespace, name string) []string {
+	inv.demandChanges++
 	key := namespace + "/" + name
 	nodes := inv.release(inv.claims[key])
 	delete(inv.claims, key)
@@ -101,6 +104,18 @@ func (inv *Inventory) DeviceNode(k DeviceKey) string {
 		}
 	}
 	return ""
+}
+
+// Allocated are the claims whose allocation names devices, by key.
+func (inv *Inventory) Allocated() []*Claim {
+	var out []*Claim
+	for _, c := range inv.claims {
+		if len(c.Allocated) > 0 {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Claim) int { return strings.Compare(a.Key(), b.Key()) })
+	return out
 }
 
 // Claim is the claim of that name, nil when unknown.
@@ -143,10 +158,12 @@ func (inv *Inventory) GPUsOf(c *Claim, node string) int64 {
 
 // SetTemplate takes in a ResourceClaimTemplate's latest version, DeleteTemplate its deletion.
 func (inv *Inventory) SetTemplate(obj *resourceapi.ResourceClaimTemplate) {
+	inv.demandChanges++
 	inv.templates[obj.Namespace+"/"+obj.Name] = obj
 }
 
 func (inv *Inventory) DeleteTemplate(namespace, name string) {
+	inv.demandChanges++
 	delete(inv.templates, namespace+"/"+name)
 }
 

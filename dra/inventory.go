@@ -54,7 +54,16 @@ type Inventory struct {
 	takenBy map[DeviceKey]string
 	// selected is how many published devices each class selects, kept as nodes are worked out.
 	selected map[string]int
+	// bySliceNode are the slices naming each node.
+	bySliceNode map[string]map[string]*resourceapi.ResourceSlice
+	// demandChanges counts the changes that can change what pods ask (classes, claims,
+	// templates); slices cannot.
+	demandChanges int
 }
+
+// DemandChanges counts the changes so far that can change what a pod's claims ask: its owner
+// works out pods' demand again only when it moved.
+func (inv *Inventory) DemandChanges() int { return inv.demandChanges }
 
 type poolKey struct{ driver, pool string }
 
@@ -69,18 +78,20 @@ func NewInventory(gpuClasses []string) *Inventory {
 		classes: map[string]*class{}, slices: map[string]*resourceapi.ResourceSlice{},
 		pools: map[poolKey]map[string]*resourceapi.ResourceSlice{}, nodes: map[string]*NodeGPUs{},
 		claims: map[string]*Claim{}, templates: map[string]*resourceapi.ResourceClaimTemplate{},
-		takenBy: map[DeviceKey]string{}, selected: map[string]int{}}
+		takenBy: map[DeviceKey]string{}, selected: map[string]int{}, bySliceNode: map[string]map[string]*resourceapi.ResourceSlice{}}
 }
 
 // SetClass takes in a DeviceClass's latest version and DeleteClass its deletion; both return the
 // nodes whose GPUs may have changed (every node: a class can select devices anywhere).
 func (inv *Inventory) SetClass(obj *resourceapi.DeviceClass) []string {
 	inv.classes[obj.Name] = newClass(obj, inv.named, inv.cache)
+	inv.demandChanges++
 	return inv.refreshAll()
 }
 
 func (inv *Inventory) DeleteClass(name string) []string {
 	delete(inv.classes, name)
+	inv.demandChanges++
 	return inv.refreshAll()
 }
 
@@ -90,6 +101,10 @@ func (inv *Inventory) DeleteClass(name string) []string {
 func (inv *Inventory) SetSlice(obj *resourceapi.ResourceSlice) []string {
 	old := inv.slices[obj.Name]
 	inv.slices[obj.Name] = obj
+	if old != nil {
+		inv.unindex(old)
+	}
+	inv.index(obj)
 	key := poolKey{obj.Spec.Driver, obj.Spec.Pool.Name}
 	if inv.pools[key] == nil {
 		inv.pools[key] = map[string]*resourceapi.ResourceSlice{}
@@ -108,8 +123,25 @@ func (inv *Inventory) DeleteSlice(name string) []string {
 		return nil
 	}
 	delete(inv.slices, name)
+	inv.unindex(old)
 	nodes := inv.dropFromPool(old)
 	return inv.refresh(append(nodes, sliceNode(old)))
+}
+
+func (inv *Inventory) index(s *resourceapi.ResourceSlice) {
+	n := sliceNode(s)
+	if inv.bySliceNode[n] == nil {
+		inv.bySliceNode[n] = map[string]*resourceapi.ResourceSlice{}
+	}
+	inv.bySliceNode[n][s.Name] = s
+}
+
+func (inv *Inventory) unindex(s *resourceapi.ResourceSlice) {
+	n := sliceNode(s)
+	delete(inv.bySliceNode[n], s.Name)
+	if len(inv.bySliceNode[n]) == 0 {
+		delete(inv.bySliceNode, n)
+	}
 }
 
 // dropFromPool forgets old as its pool's member when it moved pools or went, and returns the
@@ -148,10 +180,8 @@ func sliceNode(s *resourceapi.ResourceSlice) string {
 
 func (inv *Inventory) refreshAll() []string {
 	nodes := make([]string, 0, len(inv.nodes))
-	for _, s := range inv.slices {
-		if n := sliceNode(s); n != "" {
-			nodes = append(nodes, n)
-		}
+	for n := range inv.bySliceNode {
+		nodes = append(nodes, n)
 	}
 	for n := range inv.nodes {
 		nodes = append(nodes, n)
@@ -192,10 +222,8 @@ func (inv *Inventory) countSelected(g *NodeGPUs, sign int) {
 // workOut is a node's GPUs from the slices naming it, nil when none names it.
 func (inv *Inventory) workOut(node string) *NodeGPUs {
 	var mine []*resourceapi.ResourceSlice
-	for _, s := range inv.slices {
-		if sliceNode(s) == node {
-			mine = append(mine, s)
-		}
+	for _, s := range inv.bySliceNode[node] {
+		mine = append(mine, s)
 	}
 	if len(mine) == 0 {
 		return nil

@@ -68,8 +68,10 @@ func (l *ledger) usesDevices(p *podInfo, node string) bool {
 // demand works out what the pod's claims ask, now, into its requests. Call it before take.
 func (l *ledger) demand(p *podInfo) {
 	if p.devices == nil {
+		delete(l.claimPods, p.UID)
 		return
 	}
+	l.claimPods[p.UID] = true
 	p.devices.demand = l.devices.Demand(p.devices.refs)
 	p.Requests.GPU = p.devices.base + p.devices.demand.GPUs
 	p.ClaimsErr = p.devices.demand.Err
@@ -88,8 +90,9 @@ func (l *ledger) demand(p *podInfo) {
 // demandAgain works out the demand of every pod of namespace ("" for all) that names claims, after
 // a claim, a template or a class changed.
 func (l *ledger) demandAgain(namespace string) {
-	for _, p := range l.pods {
-		if p.devices == nil || (namespace != "" && p.Namespace != namespace) {
+	for uid := range l.claimPods {
+		p := l.pods[uid]
+		if p == nil || (namespace != "" && p.Namespace != namespace) {
 			continue
 		}
 		l.release(p)
@@ -218,10 +221,13 @@ func (l *ledger) devicesMoved(prev, next *podInfo) {
 func (m *Manager) UpdateDevices(namespace string, change func(*dra.Inventory) []string) {
 	m.locked(func() {
 		l := m.ledger
+		before := l.devices.DemandChanges()
 		for _, node := range change(l.devices) {
 			l.refreshDevices(node)
 		}
-		l.demandAgain(namespace)
+		if l.devices.DemandChanges() != before {
+			l.demandAgain(namespace)
+		}
 	})
 }
 

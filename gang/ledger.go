@@ -58,6 +58,8 @@ type ledger struct {
 	released map[types.UID]time.Time
 	// heldDevices are the devices DRA's allocator found for each gang's reservation (devices.go).
 	heldDevices map[string][]dra.DeviceKey
+	// claimPods are the pods that name ResourceClaims, whose demand a claim's change can move.
+	claimPods map[types.UID]bool
 	// queueBinding is, per queue, what ordinary binds on their way to the apiserver will take:
 	// the scheduler binds pods in parallel, and a quota checked only against bound pods would let
 	// pods scheduled together past it.
@@ -337,7 +339,8 @@ func newLedger(read gangspec.Reader, tiers fabric.Tiers) *ledger {
 	return &ledger{pods: map[types.UID]*podInfo{}, nodes: map[string]*nodeInfo{}, gangs: map[string]*gangInfo{},
 		groups: map[string]groupRules{}, read: read, tiers: tiers, deleted: map[types.UID]time.Time{}, quota: quota.NewBook(),
 		queueBinding: map[string]placement.Resources{}, changed: newChanges(), devices: dra.NewInventory(dra.DefaultGPUClasses),
-		released: map[types.UID]time.Time{}, heldDevices: map[string][]dra.DeviceKey{}}
+		released: map[types.UID]time.Time{}, heldDevices: map[string][]dra.DeviceKey{},
+		claimPods: map[types.UID]bool{}}
 }
 
 func (l *ledger) podChanged(uid types.UID)       { l.changed.pods[uid] = true }
@@ -463,6 +466,7 @@ func (l *ledger) deletePod(uid types.UID, now time.Time) *podInfo {
 	l.release(p)
 	l.leaveGang(p)
 	delete(l.pods, uid)
+	delete(l.claimPods, uid)
 	l.podChanged(uid)
 	if l.devices.HasNodes() {
 		l.devicesMoved(p, nil)

@@ -51,20 +51,19 @@ func (l *ledger) releases(book *reservationBook, now time.Time, fx *effects) []c
 		return nil
 	}
 	var out []claimRelease
-	for _, node := range l.devices.Nodes() {
-		for _, c := range l.devices.AllocatedOn(node) {
-			pods, ok := l.waitingFor(c, book)
-			if !ok || now.Sub(l.released[c.UID]) < releaseAgainAfter {
-				continue
-			}
-			l.released[c.UID] = now
-			out = append(out, claimRelease{namespace: c.Namespace, name: c.Name, uid: c.UID, pods: pods})
-			for _, uid := range pods {
-				p := l.pods[uid]
-				fx.podEvent(p, corev1.EventTypeNormal, wellknown.ReasonGangDevicesReleased, fmt.Sprintf(
-					"gang %s holds no reservation for pod %s: lockstep gave back the devices ResourceClaim %s was allocated on node %s, so that a job that can run gets them",
-					p.Gang, p.Key(), c.Key(), node))
-			}
+	for _, c := range l.devices.Allocated() {
+		pods, ok := l.waitingFor(c, book)
+		if !ok || now.Sub(l.released[c.UID]) < releaseAgainAfter {
+			continue
+		}
+		l.released[c.UID] = now
+		out = append(out, claimRelease{namespace: c.Namespace, name: c.Name, uid: c.UID, pods: pods})
+		node := l.devices.DeviceNode(c.Allocated[0])
+		for _, uid := range pods {
+			p := l.pods[uid]
+			fx.podEvent(p, corev1.EventTypeNormal, wellknown.ReasonGangDevicesReleased, fmt.Sprintf(
+				"gang %s holds no reservation for pod %s: lockstep gave back the devices ResourceClaim %s was allocated on node %s, so that a job that can run gets them",
+				p.Gang, p.Key(), c.Key(), node))
 		}
 	}
 	for uid, at := range l.released { // forget the old ones, so the map stays small

@@ -67,5 +67,5 @@ func class(seen map[string]int, v string) string {
 	if _, ok := seen[v]; !ok {
 		seen[v] = len(seen)
 	}
-	return string(rune('a' + seen[v]%26)) + strings.Repeat("'", seen[v]/26)
+	return string(rune('a'+seen[v]%26)) + strings.Repeat("'", seen[v]/26)
 }

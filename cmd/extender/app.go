@@ -101,7 +101,7 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 		ClaimReleaser:        releaser,
 	}, gang.NewAPIBinder(c.bind), getPod, recorder, gang.NewMetrics(reg))
 	// Every replica reads DRA, as it reads queues: a standby must be ready to lead.
-	a.devices = drawatch.New(c.groups, c.discovery, a.manager, opts.groupDiscoveryInterval)
+	a.devices = drawatch.New(c.main, c.discovery, a.manager, opts.groupDiscoveryInterval)
 	groups = podgroup.New(c.groups, c.discovery, a.manager, opts.groupDiscoveryInterval)
 	groups.SetWriteGate(a.leader.Leading)
 	a.leader.OnStartedLeading(groups.Resync)

@@ -15,3 +15,10 @@ func BenchmarkHandler5000(b *testing.B) {
 		b.Run(verb, benchmarkVerb(h, verb, body))
 	}
 }
+
+// BenchmarkHandler5000DRA is BenchmarkHandler5000 with each node's GPUs published as DRA devices.
+func BenchmarkHandler5000DRA(b *testing.B) {
+	draGPUs = true
+	defer func() { draGPUs = false }()
+	BenchmarkHandler5000(b)
+}

@@ -91,7 +91,7 @@ func runAll(calls, binds int, baselineRev string, lockstepFlags []string, withDR
 		return err
 	}
 	plugin.label, devices.label = "device-plugin GPUs", "DRA GPUs"
-	compare(plugin, devices)
+	compare(plugin, devices, "One control plane after the other in this run, the same load and calls.")
 	return nil
 }
 
@@ -308,13 +308,14 @@ func report(subjects []*subject, pods int) {
 	verdict("prioritize p99 < 2 ms at 5,000 nodes", prioP99 < 2*time.Millisecond, ms(prioP99))
 	verdict("resident memory < 300 MB with 5,000 nodes and 50,000 pods", rssMB > 0 && rssMB < 300, fmt.Sprintf("%.0f MB", rssMB))
 	if len(subjects) > 1 {
-		compare(subjects[1], subjects[0])
+		compare(subjects[1], subjects[0], fmt.Sprintf("Same cluster, calls taking turns in batches of %d.", batch))
 	}
 }
 
-// compare prints before and after, measured in the same run, with after/before ratios.
-func compare(before, after *subject) {
-	fmt.Printf("\nbefore: %s; after: %s. Same cluster, calls taking turns in batches of %d.\n", before.label, after.label, batch)
+// compare prints before and after, measured in the same run as how says, with after/before
+// ratios.
+func compare(before, after *subject, how string) {
+	fmt.Printf("\nbefore: %s; after: %s. %s\n", before.label, after.label, how)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "nodes\tverb\tp50 before\tp50 after\tafter/before\tp99 before\tp99 after\tafter/before\t")
 	for i, a := range after.rows {
