@@ -153,7 +153,9 @@ func stressRound(t *testing.T, seed uint64, waitingTime string) {
 
 	const nodeCount, nodeGPUs = 30, 8
 	cfg := Config{
-		DefaultWaitingTime:  time.Second,
+		// Long enough that a gang's members reach bind before it expires while make unit's other
+		// -race packages share the two cores; rounds with a short waiting time test expiry.
+		DefaultWaitingTime:  2 * time.Second,
 		BindWait:            100 * time.Millisecond,
 		CommitTimeout:       5 * time.Second,
 		ExpiryCheckInterval: 20 * time.Millisecond,
@@ -347,7 +349,7 @@ func stressRound(t *testing.T, seed uint64, waitingTime string) {
 	}
 	// A gang that lost the race may still get in after a reservation times out, so "no progress"
 	// must outlast a waiting time plus its cool-down.
-	deadline := time.After(8 * time.Second)
+	deadline := time.After(6 * cfg.DefaultWaitingTime)
 	tick := time.NewTicker(5 * time.Millisecond)
 	lastCount, lastChange := 0, time.Now()
 wait:

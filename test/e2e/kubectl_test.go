@@ -345,7 +345,7 @@ func TestKubectlPlugin(t *testing.T) {
 	t.Run("nodes and queues", func(t *testing.T) {
 		r := p.ok("nodes")
 		header, got := rows(t, r.stdout)
-		assert.Equal(t, []string{"NODE", "GPUS", "FREE/TOTAL", "SCHEDULABLE", "TOPOLOGY", "PROBLEMS"}, header)
+		assert.Equal(t, []string{"NODE", "GPUS", "FREE/TOTAL", "SCHEDULABLE", "TOPOLOGY", "DRA", "PROBLEMS"}, header)
 		free := 0
 		for _, n := range s.nodes {
 			cells := row(got, 0, n)
@@ -354,6 +354,7 @@ func TestKubectlPlugin(t *testing.T) {
 			_, err := fmt.Sscanf(cells[1], "%d/%d", &f, &total)
 			require.NoError(t, err, cells[1])
 			assert.Equal(t, 4, total, n)
+			assert.Equal(t, "-", cells[4], "%s has device-plugin GPUs, no DRA pool", n)
 			free += f
 		}
 		assert.Equal(t, 4, free, "gang fits holds 4 of the scenario's 8 GPUs, toobig none:\n%s", r.stdout)
