@@ -31,9 +31,12 @@ func queueToJSON(v gang.QueueView) views.QueueStatus {
 		State: string(q.State), Weight: q.Weight, Priority: q.Priority, Reclaimable: q.Reclaimable,
 		Capability: amounts(q.Capability.Amount, q.Capability.Named), Guarantee: amounts(q.Guarantee, 0), Min: amounts(q.Min, 0),
 		Deserved: amounts(v.Deserved, 0), Used: amounts(v.Used, 0), Held: amounts(v.Held, 0), Allocated: amounts(v.Allocated, 0),
-		Waiting: []views.WaitingGang{}}
-	if q.Err != nil {
+		Waiting: []views.WaitingGang{}, Parent: v.Parent, Children: v.Children}
+	switch {
+	case q.Err != nil:
 		out.Error = q.Err.Error()
+	case v.Problem != "":
+		out.Error = v.Problem
 	}
 	for _, g := range v.Gangs {
 		out.Waiting = append(out.Waiting, views.WaitingGang{Gang: g.Gang, Asks: amounts(g.Asks, 0), Reason: g.Reason})

@@ -187,6 +187,7 @@ var (
 	queueAllocDesc    = prometheus.NewDesc("lockstep_queue_allocated", "What a team queue's bound pods and gang reservations hold, by queue and resource (cpu in cores, memory in bytes).", queueLabels, nil)
 	queueDeservedDesc = prometheus.NewDesc("lockstep_queue_deserved", "A team queue's fair share of the capacity the queues share, by queue and resource.", queueLabels, nil)
 	queueWaitingDesc  = prometheus.NewDesc("lockstep_queue_waiting_gangs", "Gangs of a team queue waiting for capacity or for the queue.", []string{"queue"}, nil)
+	queueParentDesc   = prometheus.NewDesc("lockstep_queue_parent", "1 for each team queue nested under another, labelled with the parent's key: join on queue to read the tree.", []string{"queue", "parent"}, nil)
 )
 
 type gangCollector struct{ m *Manager }
@@ -198,6 +199,7 @@ func (c *gangCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueAllocDesc
 	ch <- queueDeservedDesc
 	ch <- queueWaitingDesc
+	ch <- queueParentDesc
 }
 
 func (c *gangCollector) Collect(ch chan<- prometheus.Metric) {
@@ -224,6 +226,9 @@ func (c *gangCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(gpusDesc, prometheus.GaugeValue, float64(gpus))
 	for _, q := range c.m.Queues() {
 		ch <- prometheus.MustNewConstMetric(queueWaitingDesc, prometheus.GaugeValue, float64(q.Waiting), q.Key)
+		if q.Parent != "" {
+			ch <- prometheus.MustNewConstMetric(queueParentDesc, prometheus.GaugeValue, 1, q.Key, q.Parent)
+		}
 		for _, r := range queueResources {
 			ch <- prometheus.MustNewConstMetric(queueAllocDesc, prometheus.GaugeValue, r.value(q.Allocated), q.Key, r.name)
 			ch <- prometheus.MustNewConstMetric(queueDeservedDesc, prometheus.GaugeValue, r.value(q.Deserved), q.Key, r.name)

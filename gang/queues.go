@@ -32,7 +32,7 @@ func (m *Manager) queueChanged(key, why string, change func() []string) {
 	m.locked(func() {
 		m.ledger.requeueNamespaces(change())
 		for _, g := range m.ledger.gangs {
-			if q, _, ok := m.ledger.quota.Wants(g.key); ok && q == key && m.book.reserving(g.key) == nil {
+			if q, _, ok := m.ledger.quota.Wants(g.key); ok && m.ledger.quota.Nested(q, key) && m.book.reserving(g.key) == nil {
 				m.wake.gang(g, wellknown.ConditionReasonQueueChanged, why+"; gang "+g.key+" is being planned again", &fx)
 			}
 		}

@@ -104,21 +104,52 @@ func QueuesTable(w io.Writer, queues []views.QueueStatus, v View) error {
 		headers = append(headers, "WAITING GANGS")
 	}
 	t := v.table(append(headers, "WAITING")...)
-	for _, q := range queues {
+	for _, q := range treeOrder(queues) {
 		state := orDash(string(q.State))
 		if q.Error != "" {
 			state = "Error"
 		}
-		row := []string{q.Key, state, fmt.Sprint(q.Weight), amounts(q.Allocated), amounts(q.Deserved), amounts(q.Capability)}
+		row := []string{strings.Repeat("  ", q.depth) + q.Key, state, fmt.Sprint(q.Weight), amounts(q.Allocated), amounts(q.Deserved), amounts(q.Capability)}
 		if v.Wide {
 			row = append(row, waiters(q.Waiting))
 		}
-		t.add(append(row, waitingWords(q))...)
+		t.add(append(row, waitingWords(q.QueueStatus))...)
 	}
 	if len(queues) == 0 {
 		return nil
 	}
 	return t.write(w)
+}
+
+// nestedQueue is a queue with its depth in the tree, for indenting.
+type nestedQueue struct {
+	views.QueueStatus
+	depth int
+}
+
+// treeOrder lists each queue before the queues nested under it, children in the order given,
+// so that the table reads as the tree.
+func treeOrder(queues []views.QueueStatus) []nestedQueue {
+	byKey := make(map[string]views.QueueStatus, len(queues))
+	for _, q := range queues {
+		byKey[q.Key] = q
+	}
+	out := make([]nestedQueue, 0, len(queues))
+	var visit func(q views.QueueStatus, depth int)
+	visit = func(q views.QueueStatus, depth int) {
+		out = append(out, nestedQueue{q, depth})
+		for _, kid := range q.Children {
+			if c, ok := byKey[kid]; ok {
+				visit(c, depth+1)
+			}
+		}
+	}
+	for _, q := range queues {
+		if _, nested := byKey[q.Parent]; !nested {
+			visit(q, 0)
+		}
+	}
+	return out
 }
 
 // waitingWords says how many gangs wait and why the first one does, or what is wrong with the

@@ -60,10 +60,26 @@ func (b *Book) usable(q Question, e *entry) string {
 	if e.q.Err != nil {
 		return fmt.Sprintf("%s cannot be used: %v", e.q.Key(), e.q.Err)
 	}
-	if !e.q.takesNewGangs() {
-		return fmt.Sprintf("%s is %s: it takes no new work (what already runs in it keeps running)", e.q.Key(), e.q.State)
+	if err := b.treeProblem(q.Queue); err != nil {
+		return fmt.Sprintf("%s cannot be used: %v", e.q.Key(), err)
+	}
+	if why := b.notALeaf(q.Queue); why != "" {
+		return why
+	}
+	for _, key := range append([]string{q.Queue}, b.tree.ancestors(q.Queue)...) {
+		if o := b.queues[key]; !o.q.takesNewGangs() {
+			return fmt.Sprintf("%s is %s: it takes no new work (what already runs in it keeps running)%s", key, o.q.State, under(q.Queue, key))
+		}
 	}
 	return ""
+}
+
+// under says, in a reason about queue key, that asked is nested under it: "" when they are one.
+func under(asked, key string) string {
+	if asked == key {
+		return ""
+	}
+	return "; " + asked + " is under it"
 }
 
 // allocated is what a queue holds: its bound pods and its reservations.
@@ -75,17 +91,31 @@ func (b *Book) allocated(key string, held map[string]Resources) Resources {
 	return a
 }
 
+// capability holds the queue's limit and every one of its parents': a child never passes its
+// parent's limit, whatever its own, since the parent's counts all its children together.
 func (b *Book) capability(q Question, e *entry) string {
-	alloc := b.allocated(q.Queue, q.Held)
+	for _, key := range append([]string{q.Queue}, b.tree.ancestors(q.Queue)...) {
+		if why := b.withinLimit(q, key); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+func (b *Book) withinLimit(q Question, key string) string {
+	limit := b.queues[key].q.Capability
+	alloc := b.subtreeAllocated(key, q.Held)
+	holder := "it holds"
+	if key != q.Queue {
+		holder = "the queues under it hold"
+	}
 	for _, res := range countedNames {
-		bit := SetOf(res)
-		if !e.q.Capability.Named.Has(bit) || q.Request.Get(res) == 0 {
+		if !limit.Named.Has(SetOf(res)) || q.Request.Get(res) == 0 {
 			continue
 		}
-		limit := e.q.Capability.Amount.Get(res)
-		if alloc.Get(res)+q.Request.Get(res) > limit {
-			return fmt.Sprintf("%s: %s would go over its limit of %s: it holds %s and %s asks %s more",
-				e.q.Key(), res, placement.Amount(res, limit), placement.Amount(res, alloc.Get(res)), asker(q), placement.Amount(res, q.Request.Get(res)))
+		if most := limit.Amount.Get(res); alloc.Get(res)+q.Request.Get(res) > most {
+			return fmt.Sprintf("%s: %s would go over its limit of %s: %s %s and %s asks %s more%s",
+				key, res, placement.Amount(res, most), holder, placement.Amount(res, alloc.Get(res)), asker(q), placement.Amount(res, q.Request.Get(res)), under(q.Queue, key))
 		}
 	}
 	return ""
@@ -115,17 +145,7 @@ func (b *Book) minPool(q Question, e *entry) string {
 
 // guarantees keeps what other queues are guaranteed and do not use out of this queue's reach.
 func (b *Book) guarantees(q Question, e *entry) string {
-	kept, keptFor := Resources{}, []string{}
-	for _, key := range b.keys() {
-		o := b.queues[key]
-		if key == q.Queue || !o.defined || o.q.Guarantee.IsZero() {
-			continue
-		}
-		unused := positive(o.q.Guarantee.Sub(b.allocated(key, q.Held)))
-		if !unused.IsZero() {
-			kept, keptFor = kept.Add(unused), append(keptFor, key)
-		}
-	}
+	kept, keptFor := b.keptFrom(q)
 	if kept.IsZero() {
 		return ""
 	}
@@ -138,6 +158,41 @@ func (b *Book) guarantees(q Question, e *entry) string {
 		}
 	}
 	return ""
+}
+
+// keptFrom is what the guarantees of queues other than q's keep from it, and whose they are. In a
+// tree a guarantee holds at every level: a parent keeps what its own guarantee promises its
+// subtree or what its children's keep, whichever is more, and nothing a queue's own ancestors
+// promise is kept from it, since its work counts towards theirs.
+func (b *Book) keptFrom(q Question) (Resources, []string) {
+	var kept Resources
+	var keptFor []string
+	for _, key := range b.keys() {
+		if _, nested := b.tree.parent[key]; nested {
+			continue
+		}
+		r, names := b.keptBy(key, q)
+		kept, keptFor = kept.Add(r), append(keptFor, names...)
+	}
+	return kept, keptFor
+}
+
+func (b *Book) keptBy(key string, q Question) (Resources, []string) {
+	var fromKids Resources
+	var names []string
+	for _, kid := range b.tree.children[key] {
+		r, n := b.keptBy(kid, q)
+		fromKids, names = fromKids.Add(r), append(names, n...)
+	}
+	o := b.queues[key]
+	if b.tree.contains(key, q.Queue) || !o.defined || o.q.Guarantee.IsZero() {
+		return fromKids, names
+	}
+	own := positive(o.q.Guarantee.Sub(b.subtreeAllocated(key, q.Held)))
+	if own.IsZero() {
+		return fromKids, names
+	}
+	return maxRes(own, fromKids), append([]string{key}, names...)
 }
 
 func (b *Book) totalAllocated(held map[string]Resources) Resources {
@@ -280,6 +335,10 @@ func SetOf(name corev1.ResourceName) ResourceSet {
 
 func positive(r Resources) Resources {
 	return Resources{MilliCPU: max(r.MilliCPU, 0), Memory: max(r.Memory, 0), GPU: max(r.GPU, 0), Pods: max(r.Pods, 0)}
+}
+
+func maxRes(a, b Resources) Resources {
+	return Resources{MilliCPU: max(a.MilliCPU, b.MilliCPU), Memory: max(a.Memory, b.Memory), GPU: max(a.GPU, b.GPU), Pods: max(a.Pods, b.Pods)}
 }
 
 func minRes(a, b Resources) Resources {

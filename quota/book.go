@@ -31,6 +31,8 @@ type Book struct {
 	wants map[string]want
 	// version counts the changes, so that an owner keeping a copy (Clone) knows when it is stale.
 	version uint64
+	// tree is how the defined queues nest, rebuilt when one is defined or forgotten.
+	tree *tree
 }
 
 type entry struct {
@@ -49,7 +51,7 @@ type want struct {
 // NewBook makes an empty book: no queue, nothing enforced.
 func NewBook() *Book {
 	return &Book{queues: map[string]*entry{}, defaults: map[string]map[string]string{},
-		namespaceQueue: map[string]string{}, kinds: map[string]int{}, wants: map[string]want{}}
+		namespaceQueue: map[string]string{}, kinds: map[string]int{}, wants: map[string]want{}, tree: &tree{}}
 }
 
 // Version changes whenever the book does.
@@ -60,7 +62,7 @@ func (b *Book) Version() uint64 { return b.version }
 func (b *Book) Clone() *Book {
 	c := &Book{queues: make(map[string]*entry, len(b.queues)), order: slices.Clone(b.order),
 		defaults: make(map[string]map[string]string, len(b.defaults)), namespaceQueue: maps.Clone(b.namespaceQueue),
-		kinds: maps.Clone(b.kinds), wants: maps.Clone(b.wants), version: b.version}
+		kinds: maps.Clone(b.kinds), wants: maps.Clone(b.wants), version: b.version, tree: b.tree}
 	for key, e := range b.queues {
 		copied := *e // a Queue is replaced whole when redefined, never changed in place
 		c.queues[key] = &copied
@@ -116,6 +118,7 @@ func (b *Book) SetQueue(q Queue) (requeue []string) {
 	for _, ns := range now {
 		b.namespaceQueue[ns] = q.Key()
 	}
+	b.tree = buildTree(b.queues, b.order)
 	requeue = append(old, now...)
 	slices.Sort(requeue)
 	return slices.Compact(requeue)
@@ -140,6 +143,7 @@ func (b *Book) DeleteQueue(key string) (requeue []string) {
 		}
 	}
 	b.dropIfIdle(key)
+	b.tree = buildTree(b.queues, b.order)
 	return covered
 }
 

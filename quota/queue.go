@@ -87,7 +87,10 @@ type Queue struct {
 	// Source says where it was read, for people: "Volcano Queue team-a (scheduling.volcano.sh/v1beta1)".
 	Source string
 	// Weight is the queue's share of capacity beside the others' when all have work; at least 1.
-	Weight int64
+	// WeighsOverQuota makes it weigh only what is left over the queues' mins (KAI's
+	// overQuotaWeight) rather than the whole (Volcano's weight).
+	Weight          int64
+	WeighsOverQuota bool
 	// Capability is a hard upper bound on what the queue's pods and reservations hold.
 	Capability Limit
 	// Guarantee is capacity kept for the queue even while it is idle, never lent to another queue
@@ -96,6 +99,10 @@ type Queue struct {
 	// Min floors the queue's deserved share but is lent to others while the queue leaves it
 	// unused (ElasticQuota's min).
 	Min Resources
+	// DeservesAll are the resources of which the queue deserves all it asks, whatever the others
+	// ask (KAI's quota of -1): it is never below its share of them, so nothing it holds of them
+	// is taken back.
+	DeservesAll ResourceSet
 	// BorrowsOnlyMin: queues with this flag and the same Kind may together hold no more than the
 	// sum of their Mins: one borrows another's unused min, never idle capacity beyond them
 	// (scheduler-plugins' capacity scheduling).
@@ -105,6 +112,15 @@ type Queue struct {
 	State    State
 	// Reclaimable says whether other queues may take this queue's capacity back.
 	Reclaimable bool
+	// Parent is the name of the queue this one nests under, of the same Kind; "" at the top.
+	// A parent's limits hold for its children together, its share is divided among them, and
+	// only queues with no child run work. ParentField says where the object names it, for
+	// reasons ("spec.parent").
+	Parent      string
+	ParentField string
+	// IsParent marks a queue that only groups others even while none names it (Koordinator's
+	// is-parent label): it runs no work.
+	IsParent bool
 	// Err, when set, is why the object cannot be used; the queue's gangs wait with it.
 	Err error
 }

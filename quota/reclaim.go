@@ -21,6 +21,8 @@ type Reclaim struct {
 	// share of these. Of the others nobody is short, and their shares (what each asks, when
 	// there is room for all) say nothing of who should give way.
 	scarce ResourceSet
+	// queue is the reclaiming queue: a parent it shares with a victim loses nothing by the move.
+	queue string
 }
 
 // StartReclaim opens a reclaim for q (its queue, its gang's whole quorum), or says why its queue
@@ -33,7 +35,7 @@ func (b *Book) StartReclaim(q Question) (*Reclaim, string) {
 	if why != "" {
 		return nil, why + "; it takes nothing back from other queues"
 	}
-	return &Reclaim{book: b, held: q.Held, shares: shares, taken: map[string]Resources{}, scarce: b.scarce(q)}, ""
+	return &Reclaim{book: b, held: q.Held, shares: shares, taken: map[string]Resources{}, scarce: b.scarce(q), queue: q.Queue}, ""
 }
 
 // WithinShare says why q would take its queue above its fair share, "" when it would not (or no
@@ -79,21 +81,39 @@ func (b *Book) scarce(q Question) ResourceSet {
 }
 
 // MayTake reports whether the plan may take r more from queue: the queue lets others reclaim
-// from it, and what it keeps stays at or above its share, its guarantee and its min.
+// from it, and what it keeps stays at or above its share, its guarantee and its min. In a tree
+// the same holds for each of its parents that is not also the reclaiming queue's: reclaim takes
+// back along the tree, from a subtree above its share for one below.
 func (rc *Reclaim) MayTake(queue string, r Resources) bool {
 	e := rc.book.queues[queue]
 	if e == nil || !e.defined || !e.q.Reclaimable {
 		return false
 	}
-	left := rc.book.allocated(queue, rc.held).Sub(rc.taken[queue]).Sub(r)
-	floor := rc.shares[queue]
+	for _, key := range append([]string{queue}, rc.book.tree.ancestors(queue)...) {
+		if rc.book.tree.contains(key, rc.queue) {
+			return true // from here up, the reclaiming queue's own parents: they keep what they had
+		}
+		if !rc.keeps(key, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// keeps reports whether queue key, losing r more, keeps at least what it is due.
+func (rc *Reclaim) keeps(key string, r Resources) bool {
+	var taken Resources
+	for _, k := range rc.book.tree.subtree(key) {
+		taken = taken.Add(rc.taken[k])
+	}
+	left := rc.book.subtreeAllocated(key, rc.held).Sub(taken).Sub(r)
 	for _, res := range countedNames {
 		if r.Get(res) == 0 {
 			continue
 		}
-		keep := max(e.q.Guarantee.Get(res), e.q.Min.Get(res))
+		keep := rc.book.floor(key, res)
 		if rc.scarce.Has(SetOf(res)) {
-			keep = max(keep, floor.Get(res))
+			keep = max(keep, rc.shares[key].Get(res))
 		}
 		if left.Get(res) < keep {
 			return false

@@ -93,3 +93,39 @@ func TestShareNeverHandsOutMoreThanTotalBeyondFloors(t *testing.T) {
 		}
 	}
 }
+
+// KAI Scheduler's own cases for dividing GPUs between two queues (plugins/proportion/
+// resource_division, "two queues", v0.17.0, d5bc503a): each deserves 2 (its quota),
+// has an overQuotaWeight of 2 and asks 6, unless the case says otherwise.
+func TestShareOverQuotaAsKAIDoes(t *testing.T) {
+	kai := func(weight, ceiling int64, priority int32) Claim {
+		return Claim{Weight: weight, Floor: 2, Ceiling: ceiling, OverFloor: true, Priority: priority}
+	}
+	for _, tc := range []struct {
+		name   string
+		total  int64
+		claims []Claim
+		want   []int64
+	}{
+		{"allocates many available gpus", 15, []Claim{kai(2, 6, 0), kai(2, 6, 0)}, []int64{6, 6}},
+		{"allocates exact requested amount gpus", 12, []Claim{kai(2, 6, 0), kai(2, 6, 0)}, []int64{6, 6}},
+		{"allocates GPUs proportionally: 2 deserved and 1 or 3 over quota", 8, []Claim{kai(1, 6, 0), kai(3, 6, 0)}, []int64{3, 5}},
+		{"doesn't allocate more than allowed (a limit of 5)", 12, []Claim{kai(2, 5, 0), kai(2, 6, 0)}, []int64{5, 6}},
+		{"distributes the remainder to the largest part left", 11, []Claim{kai(1, 10, 0), kai(4, 10, 0)}, []int64{3, 8}},
+		{"distributes the remainder to the first in order", 11, []Claim{kai(2, 6, 0), kai(2, 6, 0)}, []int64{6, 5}},
+		{"priority doesn't affect deserved", 4, []Claim{kai(2, 6, 1), kai(2, 6, 2)}, []int64{2, 2}},
+		{"priority does affect over-quota", 6, []Claim{kai(2, 6, 1), kai(2, 6, 2)}, []int64{2, 4}},
+		{"priority does affect over-quota, even when overQuotaWeight is set", 6, []Claim{kai(100, 6, 1), kai(1, 6, 2)}, []int64{2, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, Share(tc.total, tc.claims))
+		})
+	}
+}
+
+func TestShareByWeightOfTheWholeIsNotKAIs(t *testing.T) {
+	// The same queues shared as Volcano's proportion does: the weight divides the whole 8 and
+	// the quota only lifts a queue that would get less.
+	volcano := []Claim{{Weight: 1, Floor: 2, Ceiling: 6}, {Weight: 3, Floor: 2, Ceiling: 6}}
+	assert.Equal(t, []int64{2, 6}, Share(8, volcano))
+}

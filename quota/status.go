@@ -15,6 +15,12 @@ type Status struct {
 	// Wanted is what its waiting gangs' quorums ask, Waiting how many gangs wait.
 	Wanted  Resources
 	Waiting int
+	// Parent is the key of the queue it nests under, "" at the top; Children the keys of those
+	// nested under it. A parent's Used, Held, Allocated, Wanted and Waiting are its subtree's.
+	Parent   string
+	Children []string
+	// Problem is why its place in the tree makes it unusable (TreeProblems), "" when it is fine.
+	Problem string
 }
 
 // Statuses lists every queue the book knows, defined or only named, in key order.
@@ -23,8 +29,18 @@ func (b *Book) Statuses(capacity Resources, held map[string]Resources) []Status 
 	out := make([]Status, 0, len(b.queues))
 	for _, key := range b.keys() {
 		e := b.queues[key]
-		out = append(out, Status{Key: key, Queue: e.q, Defined: e.defined, Deserved: shares[key], Used: e.used,
-			Held: held[key], Allocated: e.used.Add(held[key]), Wanted: e.wanted, Waiting: e.waiting})
+		s := Status{Key: key, Queue: e.q, Defined: e.defined, Deserved: shares[key], Parent: b.tree.parent[key],
+			Children: b.tree.children[key]}
+		for _, k := range b.tree.subtree(key) {
+			o := b.queues[k]
+			s.Used, s.Held = s.Used.Add(o.used), s.Held.Add(held[k])
+			s.Wanted, s.Waiting = s.Wanted.Add(o.wanted), s.Waiting+o.waiting
+		}
+		s.Allocated = s.Used.Add(s.Held)
+		if err := b.treeProblem(key); err != nil {
+			s.Problem = err.Error()
+		}
+		out = append(out, s)
 	}
 	return out
 }

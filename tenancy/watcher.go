@@ -135,11 +135,7 @@ func (w *Watcher) mayWriteNow() bool { return w.mayWrite == nil || w.mayWrite() 
 // queues and, at once, every queue's usage.
 func (w *Watcher) Resync() {
 	w.mu.Lock()
-	for key := range w.objects {
-		if q, obj, ok := w.resolveLocked(key); ok {
-			w.reportLocked(key, q, obj)
-		}
-	}
+	w.reportAllLocked()
 	w.mu.Unlock()
 	select {
 	case w.resync <- struct{}{}:
@@ -255,7 +251,6 @@ func (w *Watcher) tellLocked(keys []string) {
 		}
 	}
 	for _, r := range defined {
-		w.reportLocked(r.key, r.q, r.obj)
 		if told, known := w.told[r.key]; known && reflect.DeepEqual(told, r.q) {
 			continue
 		}
@@ -264,6 +259,28 @@ func (w *Watcher) tellLocked(keys []string) {
 		}
 		w.told[r.key] = r.q
 		w.cfg.Manager.SetQueue(r.q)
+	}
+	w.reportAllLocked()
+}
+
+// reportAllLocked reports every queue that cannot be used, for its own object or for its place
+// among the others: one queue's change can break or mend the tree for the queues under it.
+func (w *Watcher) reportAllLocked() {
+	told := make([]quota.Queue, 0, len(w.told))
+	for _, q := range w.told {
+		told = append(told, q)
+	}
+	problems := quota.TreeProblems(told)
+	for key, q := range w.told {
+		_, obj, ok := w.resolveLocked(key)
+		if !ok {
+			continue
+		}
+		err := q.Err
+		if err == nil {
+			err = problems[key]
+		}
+		w.reportLocked(key, err, obj)
 	}
 }
 
@@ -298,12 +315,12 @@ func (w *Watcher) resolveLocked(key string) (q quota.Queue, obj *unstructured.Un
 
 // reportLocked writes a Warning Event on the object of a queue that cannot be used, once per
 // error; one that can be used again is reported again when it breaks again.
-func (w *Watcher) reportLocked(key string, q quota.Queue, obj *unstructured.Unstructured) {
-	if q.Err == nil {
+func (w *Watcher) reportLocked(key string, err error, obj *unstructured.Unstructured) {
+	if err == nil {
 		delete(w.reported, key)
 		return
 	}
-	msg := q.Err.Error()
+	msg := err.Error()
 	if w.reported[key] == msg || !w.mayWriteNow() {
 		return
 	}

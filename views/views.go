@@ -180,6 +180,11 @@ type QueueStatus struct {
 	Allocated Quantities `json:"allocated"`
 	// Waiting are its gangs waiting for capacity or for the queue, with what each asks and why.
 	Waiting []WaitingGang `json:"waiting"`
+	// Parent is the key of the queue it nests under, Children those nested under it. A parent's
+	// used, held and allocated are its whole subtree's, and its deserved is divided among its
+	// children.
+	Parent   string   `json:"parent,omitempty"`
+	Children []string `json:"children,omitempty"`
 }
 
 // WaitingGang is a gang waiting in a queue: what it asks and why it waits.
