@@ -2,8 +2,10 @@
 // jobs schedule all-or-nothing under lockstep without an edit: Koordinator's annotations and
 // PodGroups, the lightweight labels Alibaba ACK's Arena writes, scheduler-plugins' coscheduling
 // PodGroups (Kubeflow's training-operator and MPI operator), Volcano's and kube-batch's PodGroups,
-// Kueue's plain pod groups and the Workloads it admits jobs as, and Kubernetes' own PodGroup
-// (scheduling.k8s.io/v1alpha2, named by a pod's spec.schedulingGroup). It reads their team queues too: Volcano's and kube-batch's Queues
+// Kueue's plain pod groups and the Workloads it admits jobs as, Kubernetes' own PodGroup
+// (scheduling.k8s.io/v1alpha2, named by a pod's spec.schedulingGroup), NVIDIA KAI Scheduler's
+// PodGroups (scheduling.run.ai) and Apache YuniKorn's task groups (pod annotations, no object). It
+// reads their team queues too: Volcano's and kube-batch's Queues
 // and scheduler-plugins' and Koordinator's ElasticQuotas (and Koordinator's pod quota label).
 //
 // It owns the translation only: pod markers to a gangspec.Membership (Pods), group objects to a

@@ -69,15 +69,21 @@ type primaryMarker struct {
 	key    string
 	// group names the group object the marker points at; nil when the pod carries the rules.
 	group func(namespace, name string) string
+	// byValue: the marker counts only with a value (YuniKorn takes an empty one as none), and the
+	// gang is the pod's YuniKorn application, not the value.
+	byValue bool
 }
 
 var primaryMarkers = []primaryMarker{
-	{"Koordinator", true, wellknown.LabelKoordinatorPodGroup, KoordinatorKey},
-	{"Koordinator", true, wellknown.LabelLightweightGangName, nil},
-	{"Koordinator", false, wellknown.AnnotationGangName, nil},
-	{"scheduler-plugins", true, wellknown.LabelCoschedulingPodGroup, CoschedulingKey},
-	{"Volcano", false, wellknown.AnnotationGroupName, GroupNameKey},
-	{"Kueue", true, wellknown.LabelKueuePodGroup, nil},
+	{"Koordinator", true, wellknown.LabelKoordinatorPodGroup, KoordinatorKey, false},
+	{"Koordinator", true, wellknown.LabelLightweightGangName, nil, false},
+	{"Koordinator", false, wellknown.AnnotationGangName, nil, false},
+	{"scheduler-plugins", true, wellknown.LabelCoschedulingPodGroup, CoschedulingKey, false},
+	{"Volcano", false, wellknown.AnnotationGroupName, GroupNameKey, false},
+	{"Kueue", true, wellknown.LabelKueuePodGroup, nil, false},
+	{"KAI", false, wellknown.AnnotationKAIPodGroup, KAIKey, false},
+	{"YuniKorn", false, wellknown.AnnotationYuniKornTaskGroupName, nil, true},
+	{"YuniKorn", false, wellknown.AnnotationYuniKornTaskGroups, nil, true},
 }
 
 // markerKeys are every key the pod readers read, by where they read it.
@@ -103,6 +109,10 @@ var markerKeys = map[string]bool{
 	"annotation " + wellknown.AnnotationPreferredTopology:       true,
 	"annotation " + wellknown.AnnotationKueueRequiredTopology:   true,
 	"annotation " + wellknown.AnnotationKueuePreferredTopology:  true,
+	// YuniKorn's gang keys; KAI's pods refuse nothing but an empty PodGroup name.
+	"annotation " + wellknown.AnnotationYuniKornTaskGroups:       true,
+	"annotation " + wellknown.AnnotationYuniKornTaskGroupName:    true,
+	"annotation " + wellknown.AnnotationYuniKornSchedulingPolicy: true,
 }
 
 // FuzzPodMarkers reads any labels and annotations as a pod's gang membership, in every dialect,
@@ -157,6 +167,28 @@ func FuzzPodMarkers(f *testing.F) {
 			annotations: map[string]string{wellknown.AnnotationGroupName: "vc-job"}},
 		// Topology keys alone make no gang: the pod is ordinary, its topology ignored.
 		{annotations: map[string]string{wellknown.AnnotationRequiredTopology: ""}},
+		{labels: map[string]string{wellknown.LabelKAISubGroup: "leader", wellknown.LabelKAIQueue: "research"},
+			annotations: map[string]string{wellknown.AnnotationKAIPodGroup: "lws"}},
+		{labels: map[string]string{wellknown.LabelKAIQueueLegacy: "old", wellknown.LabelKoordinatorQuotaName: "q"}},
+		{annotations: map[string]string{wellknown.AnnotationKAIPodGroup: ""}},
+		{annotations: map[string]string{wellknown.AnnotationKAIPodGroup: "tf", wellknown.AnnotationGroupName: "tf"}},
+		{labels: map[string]string{wellknown.LabelYuniKornAppID: "spark-pi", wellknown.LabelYuniKornQueue: "root.spark"},
+			annotations: map[string]string{wellknown.AnnotationYuniKornTaskGroupName: "driver",
+				wellknown.AnnotationYuniKornTaskGroups:       `[{"name":"driver","minMember":1,"minResource":{"cpu":"1"}},{"name":"exec","minMember":4}]`,
+				wellknown.AnnotationYuniKornSchedulingPolicy: "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Hard"}},
+		{labels: map[string]string{wellknown.LabelYuniKornAppIDLegacy: "legacy", wellknown.LabelYuniKornQueueLegacy: "q"},
+			annotations: map[string]string{wellknown.AnnotationYuniKornTaskGroups: `[{"name":"w","minMember":2}]`}},
+		{labels: map[string]string{wellknown.LabelSparkAppSelector: "spark-1", wellknown.LabelYuniKornAppID: "ns-uniqueautogen"},
+			annotations: map[string]string{wellknown.AnnotationYuniKornTaskGroups: `[{"name":"w","minMember":2}]`, wellknown.AnnotationYuniKornSchedulingPolicy: " placeholderTimeoutInSeconds=0 "}},
+		{annotations: map[string]string{wellknown.AnnotationYuniKornTaskGroups: `[{"name":"w","minMember":0},{"name":"w","minMember":-1}]`}},
+		{annotations: map[string]string{wellknown.AnnotationYuniKornTaskGroups: `[{"name":"w","minMember":"2"}]`}},
+		{annotations: map[string]string{wellknown.AnnotationYuniKornTaskGroups: `{"name":"w"}`, wellknown.AnnotationYuniKornAppID: "a"}},
+		{annotations: map[string]string{wellknown.AnnotationYuniKornTaskGroups: `[{"name":"w","minMember":2}]`,
+			wellknown.AnnotationYuniKornSchedulingPolicy: "placeholderTimeoutInSeconds=-1,gangSchedulingStyle=Lenient"}},
+		{annotations: map[string]string{wellknown.AnnotationYuniKornTaskGroupName: "w"}},
+		{labels: map[string]string{wellknown.LabelYuniKornAppID: "web", wellknown.LabelYuniKornQueueLegacy: "q"},
+			annotations: map[string]string{wellknown.AnnotationYuniKornTaskGroups: ""}},
+		{labels: map[string]string{wellknown.LabelYuniKornQueueLegacy: "not YuniKorn's"}},
 	} {
 		f.Add("team-a", "w-0", markersText(seed.labels, seed.annotations))
 	}
@@ -168,13 +200,18 @@ func FuzzPodMarkers(f *testing.F) {
 		pod := "pod " + namespace + "/" + name
 
 		present := func(m primaryMarker) (string, bool) {
+			values := annotations
 			if m.label {
-				v, ok := labels[m.key]
-				return v, ok
+				values = labels
 			}
-			v, ok := annotations[m.key]
+			v, ok := values[m.key]
+			if m.byValue {
+				return yunikornApp(namespace, labels, annotations), v != ""
+			}
 			return v, ok
 		}
+		require.Equal(t, wantPodQueue(labels, annotations), got.Queue, "the queue the pod's own markers name: %q", text)
+		got.Queue = quota.Ref{}
 		var first *primaryMarker
 		families := map[string]bool{}
 		for i, m := range primaryMarkers {
@@ -210,13 +247,18 @@ func FuzzPodMarkers(f *testing.F) {
 			checkPodRefusal(t, pod, labels, annotations, got.Err)
 			return
 		}
-		if first.key == wellknown.AnnotationGroupName {
+		switch first.family {
+		case "Volcano":
 			want, ok := annotations[wellknown.AnnotationVolcanoTask]
 			if !ok {
 				want = labels[wellknown.AnnotationVolcanoTask]
 			}
 			require.Equal(t, want, got.Task)
-		} else {
+		case "KAI":
+			require.Equal(t, labels[wellknown.LabelKAISubGroup], got.Task)
+		case "YuniKorn":
+			require.Equal(t, annotations[wellknown.AnnotationYuniKornTaskGroupName], got.Task)
+		default:
 			require.Empty(t, got.Task)
 		}
 		if first.group != nil {
@@ -275,6 +317,8 @@ func checkPodSpec(t *testing.T, marker string, spec *gangspec.Spec, labels, anno
 	case wellknown.LabelKueuePodGroup:
 		require.Equal(t, strconv.Itoa(spec.MinAvailable), strings.TrimLeft(annotations[wellknown.AnnotationKueueTotalCount], "+0"))
 		require.Equal(t, spec.MinAvailable, spec.TotalNumber, "every member of a Kueue group must be placed")
+	case wellknown.AnnotationYuniKornTaskGroupName, wellknown.AnnotationYuniKornTaskGroups:
+		checkYuniKornSpec(t, spec, labels, annotations)
 	case wellknown.AnnotationGangName:
 		require.Equal(t, strconv.Itoa(spec.MinAvailable), strings.TrimLeft(annotations[wellknown.AnnotationGangMinAvailable], "+0"))
 		if raw, ok := annotations[wellknown.AnnotationGangWaitingTime]; ok {
@@ -286,6 +330,99 @@ func checkPodSpec(t *testing.T, marker string, spec *gangspec.Spec, labels, anno
 	default:
 		t.Fatalf("no rules are read from marker %s", marker)
 	}
+}
+
+// yunikornApp is the application a YuniKorn pod of namespace belongs to, in the shim's order of
+// keys (the fuzzed pods have no UID and name no scheduler).
+func yunikornApp(namespace string, labels, annotations map[string]string) string {
+	app := cmpOr(labels[wellknown.LabelYuniKornAppID], annotations[wellknown.AnnotationYuniKornAppID])
+	if app == "" && yunikornKeys(labels, annotations) {
+		app = cmpOr(labels[wellknown.LabelYuniKornAppIDLegacy], labels[wellknown.LabelSparkAppSelector])
+	}
+	if app == "" {
+		return fmt.Sprintf("%.63s", "yunikorn-"+namespace+"-autogen")
+	}
+	if prefix, ok := strings.CutSuffix(app, "-uniqueautogen"); ok {
+		return prefix + "-"
+	}
+	return app
+}
+
+func cmpOr(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// yunikornKeys reports whether the pod carries any yunikorn.apache.org key, which makes its
+// unprefixed legacy keys YuniKorn's.
+func yunikornKeys(labels, annotations map[string]string) bool {
+	_, appLabel := labels[wellknown.LabelYuniKornAppID]
+	_, queueLabel := labels[wellknown.LabelYuniKornQueue]
+	_, app := annotations[wellknown.AnnotationYuniKornAppID]
+	_, queue := annotations[wellknown.AnnotationYuniKornQueue]
+	_, groups := annotations[wellknown.AnnotationYuniKornTaskGroups]
+	_, group := annotations[wellknown.AnnotationYuniKornTaskGroupName]
+	return appLabel || queueLabel || app || queue || groups || group
+}
+
+// wantPodQueue is the queue a pod's own markers name: Koordinator's quota label, else KAI's
+// queue labels, else YuniKorn's queue keys; an empty value is none.
+func wantPodQueue(labels, annotations map[string]string) quota.Ref {
+	if q := labels[wellknown.LabelKoordinatorQuotaName]; q != "" {
+		return quota.Ref{Kind: KindKoordinatorElasticQuota, Name: q}
+	}
+	if q := cmpOr(labels[wellknown.LabelKAIQueue], labels[wellknown.LabelKAIQueueLegacy]); q != "" {
+		return quota.Ref{Kind: KindKAIQueue, Name: q}
+	}
+	return wantYuniKornQueue(labels, annotations)
+}
+
+func wantYuniKornQueue(labels, annotations map[string]string) quota.Ref {
+	q := cmpOr(labels[wellknown.LabelYuniKornQueue], annotations[wellknown.AnnotationYuniKornQueue])
+	if q == "" && yunikornKeys(labels, annotations) {
+		q = labels[wellknown.LabelYuniKornQueueLegacy]
+	}
+	if q == "" {
+		return quota.Ref{}
+	}
+	return quota.Ref{Kind: KindYuniKornQueue, Name: q}
+}
+
+// checkYuniKornSpec holds a YuniKorn gang's rules to the task groups and the scheduling policy
+// parameters its pod wrote, and YuniKorn's defaults for what it left out.
+func checkYuniKornSpec(t *testing.T, spec *gangspec.Spec, labels, annotations map[string]string) {
+	var groups []struct {
+		Name      string
+		MinMember int64
+	}
+	require.NoError(t, stdjson.Unmarshal([]byte(annotations[wellknown.AnnotationYuniKornTaskGroups]), &groups))
+	want := map[string]int{}
+	total := 0
+	for _, g := range groups {
+		require.GreaterOrEqual(t, g.MinMember, int64(1), "task group %q", g.Name)
+		want[g.Name] = int(g.MinMember)
+		total += int(g.MinMember)
+	}
+	require.Equal(t, want, spec.MinPerTask)
+	require.Equal(t, total, spec.MinAvailable)
+	require.Equal(t, gangspec.OnceSatisfied, spec.Policy)
+	wantTime, wantStyle := 15*time.Minute, "Soft"
+	for _, pair := range strings.Fields(annotations[wellknown.AnnotationYuniKornSchedulingPolicy]) {
+		k, v, _ := strings.Cut(pair, "=")
+		if secs, _ := strconv.ParseInt(v, 10, 64); k == "placeholderTimeoutInSeconds" && secs > 0 {
+			wantTime = time.Duration(secs) * time.Second
+		}
+		if k == "gangSchedulingStyle" {
+			wantStyle = v
+		}
+	}
+	require.Equal(t, wantTime, spec.WaitingTime)
+	require.Equal(t, wantStyle, spec.Mode)
+	require.Equal(t, wantYuniKornQueue(labels, annotations), spec.Queue, "the application's queue")
 }
 
 // checkKoordinatorOptions holds the Koordinator annotations read, on pods and PodGroups alike,
@@ -349,7 +486,7 @@ func checkSpec(t *testing.T, spec *gangspec.Spec, namespace, name string) {
 		require.GreaterOrEqual(t, n, 1, "task %q: a task quorum of 0 is none, and kept as none", task)
 	}
 	require.Contains(t, []gangspec.MatchPolicy{gangspec.WaitingAndRunning, gangspec.OnceSatisfied, gangspec.OnlyWaiting}, spec.Policy)
-	require.Contains(t, []string{"", "Strict", "NonStrict"}, spec.Mode)
+	require.Contains(t, []string{"", "Strict", "NonStrict", "Soft", "Hard"}, spec.Mode)
 	require.NotEmpty(t, spec.Source)
 	if spec.Bundle != nil {
 		require.GreaterOrEqual(t, len(spec.Bundle), 2, "a gang alone is no gang group")
@@ -536,9 +673,10 @@ func minMemberAPIs() []API {
 	return slices.DeleteFunc(APIs(), func(a API) bool { return a.quorum != nil })
 }
 
-// FuzzWorkloadGroup reads any object as a Kubernetes PodGroup or a Kueue Workload. A refusal is a
-// FieldError naming the object; an accepted object is a gang the manager can use, and a
-// Kubernetes PodGroup's topology is required and names the keys written.
+// FuzzWorkloadGroup reads any object as each group API whose quorum is not spec.minMember: a
+// Kubernetes PodGroup, a Kueue Workload, a KAI Scheduler PodGroup. A refusal is a FieldError naming
+// the object; an accepted object is a gang the manager can use, a Kubernetes PodGroup's topology
+// is required and names the keys written, and a KAI PodGroup's quorum is its subgroups'.
 func FuzzWorkloadGroup(f *testing.F) {
 	for _, seed := range []struct {
 		api     API
@@ -552,14 +690,31 @@ func FuzzWorkloadGroup(f *testing.F) {
 		{KueueWorkload, `{"spec":{"podSets":[{"name":"main","count":4},{"name":"l"}]},"status":{"admission":{"podSetAssignments":[{"name":"main","count":2}]}}}`},
 		{KueueWorkload, `{"spec":{"podSets":[{"name":"main","count":-1}]}}`},
 		{KueueWorkload, `{"spec":{"podSets":"main"}}`},
+		{KAI, `{"spec":{"minMember":4,"queue":"team-a","priorityClassName":"train","preemptibility":"non-preemptible"}}`},
+		{KAI, `{"spec":{"minMember":0}}`},
+		{KAI, `{"spec":{}}`},
+		{KAI, `{"spec":{"minMember":-1,"queue":7}}`},
+		{KAI, `{"spec":{"minMember":2,"minSubGroup":1}}`},
+		{KAI, `{"spec":{"minMember":8,"topologyConstraint":{"topology":"t","requiredTopologyLevel":"rack","preferredTopologyLevel":"kubernetes.io/hostname"}}}`},
+		{KAI, `{"spec":{"topologyConstraint":{"topology":"t"}}}`},
+		{KAI, `{"spec":{"topologyConstraint":{"requiredTopologyLevel":"rack"},"preemptibility":"sometimes"}}`},
+		{KAI, `{"spec":{"minMember":5,"subGroups":[{"name":"leader","minMember":1},{"name":"workers","minMember":4}]}}`},
+		{KAI, `{"spec":{"subGroups":[{"name":"r0","minMember":9},{"name":"prefill","parent":"r0","minMember":2},{"name":"decode","parent":"r0","minMember":3}]}}`},
+		{KAI, `{"spec":{"minSubGroup":2,"subGroups":[{"name":"r","minSubGroup":1},{"name":"w","parent":"r","minMember":2},{"name":"x","minMember":1}]}}`},
+		{KAI, `{"spec":{"subGroups":[{"name":"b","minSubGroup":0},{"name":"a","parent":"b","minMember":2},{"name":"c","parent":"b","minMember":2}]}}`},
+		{KAI, `{"spec":{"minSubGroup":1,"subGroups":[{"name":"a","minMember":1},{"name":"b","minMember":1}]}}`},
+		{KAI, `{"spec":{"subGroups":[{"name":"a","parent":"b","minMember":1},{"name":"b","parent":"a","minMember":1}]}}`},
+		{KAI, `{"spec":{"subGroups":[{"name":"a","parent":"ghost","minMember":1},{"name":"a","minMember":2}]}}`},
+		{KAI, `{"spec":{"subGroups":[{"name":"a"},{"minMember":1},{"name":"c","minMember":"2","minSubGroup":1}]}}`},
+		{KAI, `{"spec":{"topologyConstraint":{"topology":"t","requiredTopologyLevel":"rack"},"subGroups":[{"name":"w","minMember":2,"topologyConstraint":{"topology":"t","requiredTopologyLevel":"rack"}},{"name":"x","minMember":1,"topologyConstraint":{"topology":"t","requiredTopologyLevel":"block"}}]}}`},
+		{KAI, `{"spec":{"subGroups":"leader"}}`},
 	} {
-		f.Add(seed.api.Resource == Native.Resource, seed.content)
+		index := slices.IndexFunc(ownQuorumAPIs(), func(a API) bool { return a.Resource == seed.api.Resource })
+		f.Add(uint8(index), seed.content)
 	}
-	f.Fuzz(func(t *testing.T, native bool, content string) {
-		api := KueueWorkload
-		if native {
-			api = Native
-		}
+	f.Fuzz(func(t *testing.T, which uint8, content string) {
+		apis := ownQuorumAPIs()
+		api := apis[int(which)%len(apis)]
 		var obj map[string]any
 		if utiljson.Unmarshal([]byte(content), &obj) != nil || obj == nil {
 			return
@@ -572,13 +727,70 @@ func FuzzWorkloadGroup(f *testing.F) {
 			var fieldErr *gangspec.FieldError
 			require.True(t, errors.As(err, &fieldErr), "want a FieldError, got %T: %v", err, err)
 			require.Equal(t, api.Object("team-a", "job-1"), fieldErr.Object)
+			require.NotEmpty(t, fieldErr.Reason)
 			return
 		}
 		checkSpec(t, got, "team-a", "job-1")
-		if native && (got.Topology.Key != "" || got.Topology.Layers != nil) {
-			require.True(t, got.Topology.Required)
+		switch api.Resource.Group {
+		case Native.Resource.Group:
+			if got.Topology.Key != "" || got.Topology.Layers != nil {
+				require.True(t, got.Topology.Required)
+			}
+		case KAI.Resource.Group:
+			spec, _ := obj["spec"].(map[string]any) // nil when absent: a PodGroup that says nothing
+			checkKAISpec(t, spec, got)
 		}
 	})
+}
+
+// ownQuorumAPIs are the group APIs whose quorum is not spec.minMember alone; FuzzPodGroup covers
+// the others.
+func ownQuorumAPIs() []API {
+	return slices.DeleteFunc(APIs(), func(a API) bool { return a.quorum == nil })
+}
+
+// checkKAISpec holds an accepted KAI PodGroup to what it wrote: without subgroups its minMember
+// (1 for absent or 0); with them a quorum per pod set it names, their sum the gang's; its queue;
+// its one topology level, required when it names a required one.
+func checkKAISpec(t *testing.T, spec map[string]any, got *gangspec.Spec) {
+	parts, _ := spec["subGroups"].([]any)
+	if len(parts) == 0 {
+		require.Nil(t, got.MinPerTask)
+		want := 1.0
+		if n, ok := spec["minMember"]; ok && n != nil {
+			want = max(number(t, n), 1)
+		}
+		require.Equal(t, want, float64(got.MinAvailable))
+	} else {
+		names := map[string]bool{}
+		for _, p := range parts {
+			names[p.(map[string]any)["name"].(string)] = true
+		}
+		for task := range got.MinPerTask {
+			require.True(t, names[task], "task quorum %q names no subgroup", task)
+		}
+		if got.MinPerTask != nil {
+			require.Equal(t, quorumTotal(got.MinPerTask), got.MinAvailable)
+		} else {
+			require.Equal(t, 1, got.MinAvailable)
+		}
+	}
+	if name, _ := spec["queue"].(string); name != "" {
+		require.Equal(t, quota.Ref{Kind: KindKAIQueue, Name: name}, got.Queue)
+	} else {
+		require.Equal(t, quota.Ref{}, got.Queue)
+	}
+	tc, _ := spec["topologyConstraint"].(map[string]any)
+	required, _ := tc["requiredTopologyLevel"].(string)
+	preferred, _ := tc["preferredTopologyLevel"].(string)
+	switch topology, _ := tc["topology"].(string); {
+	case topology == "":
+		require.Equal(t, gangspec.Topology{}, got.Topology)
+	case required != "":
+		require.Equal(t, gangspec.Topology{Key: required, Required: true, Source: got.Topology.Source}, got.Topology)
+	default:
+		require.Equal(t, gangspec.Topology{Key: preferred, Source: got.Topology.Source}, got.Topology)
+	}
 }
 
 // checkQueueRef holds the queue an accepted group names to its spec.queue: Volcano's and

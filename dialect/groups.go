@@ -53,6 +53,10 @@ const (
 	// StatusOwned: the object's status belongs to another controller (Kueue's Workloads);
 	// lockstep writes none.
 	StatusOwned
+	// StatusKAI: KAI Scheduler's PodGroup, which has no phase: its scheduler writes one
+	// UnschedulableOnNodePool entry in status.schedulingConditions while the group cannot be
+	// placed, and clears them once its pods are.
+	StatusKAI
 )
 
 var (
@@ -75,7 +79,7 @@ var (
 // APIs are every group-object API lockstep reads, in the order of precedence used when one
 // name resolves to objects of several (see Choose).
 func APIs() []API {
-	return []API{Coscheduling, Koordinator, Volcano, KubeBatch, KubeBatchV1alpha2, Native, NativeV1alpha2, KueueWorkload}
+	return []API{Coscheduling, Koordinator, Volcano, KubeBatch, KubeBatchV1alpha2, Native, NativeV1alpha2, KueueWorkload, KAI}
 }
 
 func podGroups(group, version string) schema.GroupVersionResource {

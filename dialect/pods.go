@@ -30,7 +30,7 @@ type claim struct {
 // family reads one ecosystem's markers; ok is false when the pod carries none of them.
 type family func(p podMarkers) (c claim, ok bool)
 
-var families = []family{koordinator, coscheduling, groupName, kueue}
+var families = []family{koordinator, coscheduling, groupName, kueue, kaiScheduler, yunikorn}
 
 // yielding are markers written on pods by someone other than their author's gang scheduler, read
 // in this order only when no family above claims the pod:
@@ -45,6 +45,7 @@ var yielding = []family{kueueWorkload, native}
 // podMarkers is the part of a pod the readers look at.
 type podMarkers struct {
 	namespace, name     string
+	uid, schedulerName  string
 	labels, annotations map[string]string
 	// podGroupName is the pod's spec.schedulingGroup.podGroupName, nil when it names none.
 	podGroupName *string
@@ -55,17 +56,28 @@ type podMarkers struct {
 func (p podMarkers) object() string { return "pod " + p.namespace + "/" + p.name }
 
 func (Pods) Read(pod *corev1.Pod) gangspec.Membership {
-	p := podMarkers{namespace: pod.Namespace, name: pod.Name, labels: pod.Labels, annotations: pod.Annotations}
+	p := podMarkers{namespace: pod.Namespace, name: pod.Name, uid: string(pod.UID), schedulerName: pod.Spec.SchedulerName,
+		labels: pod.Labels, annotations: pod.Annotations}
 	if g := pod.Spec.SchedulingGroup; g != nil {
 		p.podGroupName = g.PodGroupName
 	}
 	ms := readGang(p)
-	// Koordinator's quota label names the pod's quota by name, gang or not (GetQuotaName); empty
-	// is none, and the pod's namespace decides.
-	if q := pod.Labels[wellknown.LabelKoordinatorQuotaName]; q != "" {
-		ms.Queue = quota.Ref{Kind: KindKoordinatorElasticQuota, Name: q}
-	}
+	ms.Queue = podQueue(p)
 	return ms
+}
+
+// podQueue is the queue a pod's own markers name, gang or not; empty values are none, and the
+// pod's namespace decides. A pod that names queues of several ecosystems goes by the first of:
+// Koordinator's quota label (GetQuotaName), KAI's queue label, YuniKorn's queue keys.
+func podQueue(p podMarkers) quota.Ref {
+	if q := p.labels[wellknown.LabelKoordinatorQuotaName]; q != "" {
+		return quota.Ref{Kind: KindKoordinatorElasticQuota, Name: q}
+	}
+	if q, ok := kaiPodQueue(p); ok {
+		return q
+	}
+	q, _ := yunikornPodQueue(p)
+	return q
 }
 
 func readGang(p podMarkers) gangspec.Membership {

@@ -71,7 +71,7 @@ var (
 	// VolcanoQueue is Volcano's Queue (volcano.sh/apis v1.10.0), cluster-scoped; a PodGroup's
 	// spec.queue names it.
 	VolcanoQueue = QueueAPI{Dialect: "Volcano", Resource: queues("scheduling.volcano.sh", "v1beta1"), Kind: KindVolcanoQueue,
-		Usage: "allocated", reads: []queueReader{readWeight, readVolcanoCapability, readGuarantee, readReclaimable, readPriority, readState}}
+		Usage: "allocated", reads: []queueReader{readWeight, readVolcanoCapability, readGuarantee, readDeserved, readVolcanoParent, readReclaimable, readPriority, readState}}
 	// KubeBatchQueue and KubeBatchQueueV1alpha2 are kube-batch's Queues (v0.5.0), cluster-scoped.
 	// kube-batch keeps queues of both versions in one set by name, and so does lockstep.
 	KubeBatchQueue = QueueAPI{Dialect: "kube-batch", Resource: queues("scheduling.incubator.k8s.io", "v1alpha1"), Kind: KindKubeBatchQueue,
@@ -85,17 +85,16 @@ var (
 	// KoordinatorElasticQuota is Koordinator's ElasticQuota (v1.6.0), namespaced but named by its
 	// name alone. It applies to the pods that name it by label, to those of the namespace it is
 	// named after and of the namespaces its annotation lists; koordinator-default-quota to all
-	// the others. Its quota-tree labels (parent, is-parent, tree-id) are not honoured: each quota
-	// is enforced on its own.
+	// the others. Its tree labels (parent, is-parent) nest it as koord-scheduler does.
 	KoordinatorElasticQuota = QueueAPI{Dialect: "Koordinator", Resource: schema.GroupVersionResource{Group: "scheduling.sigs.k8s.io", Version: "v1alpha1", Resource: "elasticquotas"},
 		Kind: KindKoordinatorElasticQuota, Namespaced: true, nameAlone: true, Usage: "used",
-		reads: []queueReader{readKoordinatorNamespaces, readMin, readMax, readSharedWeight, readAllowLent}}
+		reads: []queueReader{readKoordinatorNamespaces, readMin, readMax, readSharedWeight, readAllowLent, readKoordinatorTree}}
 )
 
 // QueueAPIs are every queue API lockstep reads, in the order used when one key resolves to
 // objects of several (see ChooseQueue).
 func QueueAPIs() []QueueAPI {
-	return []QueueAPI{VolcanoQueue, KubeBatchQueue, KubeBatchQueueV1alpha2, ElasticQuota, KoordinatorElasticQuota}
+	return []QueueAPI{VolcanoQueue, KubeBatchQueue, KubeBatchQueueV1alpha2, ElasticQuota, KoordinatorElasticQuota, KAIQueue}
 }
 
 func queues(group, version string) schema.GroupVersionResource {
@@ -219,6 +218,59 @@ func readGuarantee(r fields, q *quota.Queue) error {
 	}
 	q.Guarantee = amounts
 	return r.within("spec.guarantee.resource", amounts, "spec.capability", q.Capability, "a queue cannot be guaranteed more than it may hold")
+}
+
+// readDeserved reads spec.deserved, the share of Volcano's capacity plugin: what the queue may
+// hold while others want more, lent while it leaves it unused and taken back by reclaim beyond
+// it, which is lockstep's min. It must fit within the capability, as Volcano's webhook requires.
+func readDeserved(r fields, q *quota.Queue) error {
+	amounts, _, err := r.resources("spec", "deserved")
+	if err != nil {
+		return err
+	}
+	q.Min = amounts
+	return r.within("spec.deserved", amounts, "spec.capability", q.Capability, "a queue cannot deserve more than it may hold")
+}
+
+// readVolcanoParent reads spec.parent, the parent of Volcano's hierarchical queues. "root" is
+// the queue Volcano makes to stand for the whole cluster; its queue controller takes a queue
+// that names root, or none, to be at the top, and so does lockstep.
+func readVolcanoParent(r fields, q *quota.Queue) error {
+	raw, found, _ := unstructured.NestedFieldNoCopy(r.obj, "spec", "parent")
+	if !found || raw == nil {
+		return nil
+	}
+	parent, ok := raw.(string)
+	switch {
+	case !ok:
+		return r.bad("spec.parent", fmt.Sprint(raw), "must be a queue's name")
+	case parent == q.Name:
+		return r.bad("spec.parent", parent, "a queue cannot be its own parent")
+	case parent != wellknown.VolcanoRootQueue:
+		q.Parent, q.ParentField = parent, "spec.parent"
+	}
+	return nil
+}
+
+// readKoordinatorTree reads a Koordinator ElasticQuota's tree labels. A quota that names no
+// parent, or koordinator-root-quota, is at the top (koord-scheduler hangs it under the root it
+// makes); is-parent "true" marks a quota that only groups others. The root quota itself is the
+// cluster, not a parent lockstep enforces.
+func readKoordinatorTree(r fields, q *quota.Queue) error {
+	if q.Name == wellknown.KoordinatorRootQuota {
+		return nil
+	}
+	if parent, _ := r.label(wellknown.LabelKoordinatorQuotaParent); parent != "" && parent != wellknown.KoordinatorRootQuota {
+		if parent == q.Name {
+			return r.bad("metadata.labels."+wellknown.LabelKoordinatorQuotaParent, parent, "a quota cannot be its own parent")
+		}
+		q.Parent, q.ParentField = parent, "metadata.labels."+wellknown.LabelKoordinatorQuotaParent
+	}
+	q.IsParent = false
+	if v, _ := r.label(wellknown.LabelKoordinatorQuotaIsParent); v == "true" {
+		q.IsParent = true
+	}
+	return nil
 }
 
 // readMin and readMax read an ElasticQuota's spec.min and spec.max. A resource min leaves out is

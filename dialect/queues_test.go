@@ -61,7 +61,9 @@ func TestParseQueue(t *testing.T) {
 			status: map[string]any{"state": "Closing", "allocated": map[string]any{"cpu": "1"}},
 			want: volcano(quota.Queue{Weight: 3, Priority: -2, State: quota.Closing,
 				Capability: quota.Limit{Amount: placement.Resources{GPU: 8, MilliCPU: 64000, Memory: 512 * gi}, Named: quota.Counted},
-				Guarantee:  placement.Resources{GPU: 4, MilliCPU: 500}})},
+				Guarantee:  placement.Resources{GPU: 4, MilliCPU: 500}, Min: placement.Resources{GPU: 6}})},
+		{name: "Volcano, a hierarchical queue under another", api: VolcanoQueue, spec: map[string]any{"parent": "research"},
+			want: volcano(quota.Queue{Weight: 1, State: quota.Open, Reclaimable: true, Parent: "research", ParentField: "spec.parent"})},
 		{name: "Volcano, weight 0 as its webhook fills it", api: VolcanoQueue, spec: map[string]any{"weight": int64(0)},
 			want: volcano(quota.Queue{Weight: 1, State: quota.Open, Reclaimable: true})},
 		{name: "Volcano, cpu and memory capability 0 is none, as proportion reads it; GPUs 0 is none allowed", api: VolcanoQueue,
@@ -136,6 +138,11 @@ func TestParseQueueErrors(t *testing.T) {
 			wantField: "spec.guarantee.resource.nvidia.com/gpu", wantValue: "6"},
 		{name: "negative guarantee", api: VolcanoQueue, spec: map[string]any{"guarantee": map[string]any{"resource": map[string]any{"memory": "-1Gi"}}},
 			wantField: "spec.guarantee.resource.memory", wantValue: "-1Gi"},
+		{name: "deserved above capability", api: VolcanoQueue,
+			spec:      map[string]any{"capability": map[string]any{"nvidia.com/gpu": "4"}, "deserved": map[string]any{"nvidia.com/gpu": "6"}},
+			wantField: "spec.deserved.nvidia.com/gpu", wantValue: "6"},
+		{name: "parent not a name", api: VolcanoQueue, spec: map[string]any{"parent": int64(3)}, wantField: "spec.parent", wantValue: "3"},
+		{name: "its own parent", api: VolcanoQueue, spec: map[string]any{"parent": "team-a"}, wantField: "spec.parent", wantValue: "team-a"},
 		{name: "reclaimable not a bool", api: VolcanoQueue, spec: map[string]any{"reclaimable": "yes"}, wantField: "spec.reclaimable", wantValue: "yes"},
 		{name: "priority past int32", api: VolcanoQueue, spec: map[string]any{"priority": int64(1) << 40}, wantField: "spec.priority", wantValue: "1099511627776"},
 		{name: "unknown state", api: VolcanoQueue, status: map[string]any{"state": "Draining"}, wantField: "status.state", wantValue: "Draining"},
@@ -271,7 +278,19 @@ func TestParseKoordinatorElasticQuota(t *testing.T) {
 		})},
 		{name: "allow-lent-resource false keeps min as a guarantee", labels: map[string]string{lent: "false"}, want: with(func(q *quota.Queue) { q.Guarantee = q.Min })},
 		{name: "allow-lent-resource other values lend", labels: map[string]string{lent: "no"}, want: base},
-		{name: "tree labels are not read", labels: map[string]string{"quota.scheduling.koordinator.sh/parent": "root", "quota.scheduling.koordinator.sh/is-parent": "true"}, want: base},
+		{name: "the tree labels nest the quota", labels: map[string]string{"quota.scheduling.koordinator.sh/parent": "research", "quota.scheduling.koordinator.sh/is-parent": "true"},
+			want: with(func(q *quota.Queue) {
+				q.Parent, q.ParentField, q.IsParent = "research", "metadata.labels.quota.scheduling.koordinator.sh/parent", true
+			})},
+		{name: "the root as parent is the top", labels: map[string]string{"quota.scheduling.koordinator.sh/parent": "koordinator-root-quota", "quota.scheduling.koordinator.sh/is-parent": "false"}, want: base},
+		{name: "the root quota is no parent lockstep enforces", qname: "koordinator-root-quota",
+			labels: map[string]string{"quota.scheduling.koordinator.sh/is-parent": "true"}, want: func() quota.Queue {
+				q := base
+				q.Name, q.Source = "koordinator-root-quota", "Koordinator ElasticQuota koordinator-root-quota in namespace team-a (scheduling.sigs.k8s.io/v1alpha1)"
+				return q
+			}()},
+		{name: "its own parent", labels: map[string]string{"quota.scheduling.koordinator.sh/parent": "gpu"},
+			wantErr: objectErr + `metadata.labels.quota.scheduling.koordinator.sh/parent="gpu": a quota cannot be its own parent`},
 		{name: "bad shared weight", annotations: map[string]string{weight: `8`},
 			wantErr: objectErr + `metadata.annotations.quota.scheduling.koordinator.sh/shared-weight="8": must be a JSON resource list, such as {"nvidia.com/gpu":"4"}`},
 		{name: "negative shared weight", annotations: map[string]string{weight: `{"nvidia.com/gpu":"-1"}`},

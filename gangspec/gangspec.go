@@ -36,8 +36,9 @@ type Spec struct {
 	Bundle []string
 	// Policy says which members count toward MinAvailable.
 	Policy MatchPolicy
-	// Mode is Koordinator's Strict or NonStrict, "" elsewhere. lockstep binds all-or-nothing in
-	// both (see docs/dialects.md); it is kept to be shown.
+	// Mode is Koordinator's Strict or NonStrict, or YuniKorn's gang scheduling style Soft or Hard;
+	// "" elsewhere. lockstep binds all-or-nothing in every mode (see docs/dialects.md); it is kept
+	// to be shown, and members must agree on it.
 	Mode string
 	// Source says where the rules were read, for people: "Volcano PodGroup team-a/job-1
 	// (scheduling.volcano.sh/v1beta1)" or "Koordinator annotations".

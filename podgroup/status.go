@@ -161,6 +161,8 @@ func statusPatch(in statusInput, now time.Time) map[string]any {
 		}
 	case dialect.StatusConditions:
 		want = nativeStatus(in, current, now)
+	case dialect.StatusKAI:
+		want = kaiStatus(in, current, now)
 	default:
 		want = coschedulingStatus(in, phaseRunning)
 	}

@@ -131,6 +131,10 @@ func TestQueueObjects(t *testing.T) {
 	koordListingMore.SetAnnotations(map[string]string{wellknown.AnnotationKoordinatorQuotaNamespaces: `["team-a","team-b"]`})
 	koordElsewhere := queueObj(dialect.KoordinatorElasticQuota, "team-a", "other", nil)
 
+	childOfB := queueObj(dialect.VolcanoQueue, "", "a", map[string]any{"parent": "b"})
+	childOfA := queueObj(dialect.VolcanoQueue, "", "b", map[string]any{"parent": "a"})
+	topB := queueObj(dialect.VolcanoQueue, "", "b", nil)
+
 	const badWeight = `Warning QueueInvalid Volcano Queue team-a: spec.weight="-1": must be positive; the queue's gangs wait until it is fixed`
 	tests := []struct {
 		name  string
@@ -147,6 +151,16 @@ func TestQueueObjects(t *testing.T) {
 			{api: dialect.VolcanoQueue, obj: withStatus(bad, map[string]any{"pending": int64(1)})},
 			{api: dialect.VolcanoQueue, obj: teamA, wantCalls: []string{"set Volcano Queue team-a"}},
 			{api: dialect.VolcanoQueue, obj: bad, wantCalls: []string{"set Volcano Queue team-a !"}, wantEvents: []string{badWeight}},
+		}},
+		{name: "a tree: a missing parent, then a cycle, each reported on the queues it breaks; mended, nothing more", steps: []step{
+			{api: dialect.VolcanoQueue, obj: childOfB, wantCalls: []string{"set Volcano Queue a"},
+				wantEvents: []string{`Warning QueueInvalid Volcano Queue a: spec.parent names parent b, which does not exist; the queue's gangs wait until it is fixed`}},
+			{api: dialect.VolcanoQueue, obj: childOfA, wantCalls: []string{"set Volcano Queue b"},
+				wantEvents: []string{
+					`Warning QueueInvalid Volcano Queue a: spec.parent: the queues form a cycle, a → b → a; the queue's gangs wait until it is fixed`,
+					`Warning QueueInvalid Volcano Queue b: spec.parent: the queues form a cycle, b → a → b; the queue's gangs wait until it is fixed`}},
+			{api: dialect.VolcanoQueue, obj: topB, wantCalls: []string{"set Volcano Queue b"}},
+			{resync: true},
 		}},
 		{name: "a standby writes no Event; it does once it leads and resyncs, and not twice", steps: []step{
 			{lead: &standing},

@@ -42,6 +42,12 @@ const (
 	// KoordinatorDefaultQuota takes the pods no other quota covers; koord-scheduler creates it
 	// (in koordinator-system unless configured otherwise).
 	KoordinatorDefaultQuota = "koordinator-default-quota"
+	// The quota tree: parent names the parent quota (none, or koordinator-root-quota, the root
+	// koord-scheduler makes for the cluster, is the top); is-parent "true" marks a quota that
+	// only groups others.
+	LabelKoordinatorQuotaParent   = "quota.scheduling.koordinator.sh/parent"
+	LabelKoordinatorQuotaIsParent = "quota.scheduling.koordinator.sh/is-parent"
+	KoordinatorRootQuota          = "koordinator-root-quota"
 )
 
 // The other gang dialects' pod markers.
@@ -72,6 +78,9 @@ const (
 	// PodGroups that name none (Volcano's PodGroup admission webhook reads it; volcano.sh/apis
 	// v1.10.0 QueueNameAnnotationKey). lockstep reads it on Namespaces only, not on pods.
 	AnnotationVolcanoQueueName = "scheduling.volcano.sh/queue-name"
+	// VolcanoRootQueue is the queue Volcano's hierarchical queues hang from: it stands for the
+	// cluster, and Volcano's webhook names it as the parent of every queue that names none.
+	VolcanoRootQueue = "root"
 )
 
 // lockstep's own annotations.
@@ -149,4 +158,44 @@ const (
 	// ConditionReasonQueueChanged: the team queue the gang waits on was created, changed or
 	// deleted.
 	ConditionReasonQueueChanged = "QueueChanged"
+)
+
+// NVIDIA KAI Scheduler's pod keys (kai-scheduler/KAI-Scheduler v0.17, pkg/common/constants). KAI's
+// podgrouper writes the annotation on every pod it gives a PodGroup; users write it on pods whose
+// PodGroup they wrote themselves.
+const (
+	// AnnotationKAIPodGroup names the pod's PodGroup (scheduling.run.ai) in its namespace.
+	AnnotationKAIPodGroup = "pod-group-name"
+	// LabelKAISubGroup names the subgroup of its PodGroup the pod belongs to.
+	LabelKAISubGroup = "kai.scheduler/subgroup-name"
+	// LabelKAIQueue names the pod's KAI Queue; LabelKAIQueueLegacy is the key before KAI v0.6.
+	LabelKAIQueue       = "kai.scheduler/queue"
+	LabelKAIQueueLegacy = "runai/queue"
+	// LabelKAINodePool, on a PodGroup, names the node pool KAI schedules it in ("default" without).
+	LabelKAINodePool = "kai.scheduler/node-pool"
+)
+
+// Apache YuniKorn's pod keys (apache/yunikorn-k8shim, pkg/common/constants). YuniKorn has no group
+// object: a gang is an application whose pods carry task groups.
+const (
+	// SchedulerNameYuniKorn is the schedulerName YuniKorn answers to; YuniKorn reads its legacy,
+	// unprefixed keys only on such pods, and so does lockstep.
+	SchedulerNameYuniKorn = "yunikorn"
+	// The application id, in YuniKorn's order: the label, the annotation of the same key, then
+	// the legacy label and Spark's own label.
+	LabelYuniKornAppID       = "yunikorn.apache.org/app-id"
+	AnnotationYuniKornAppID  = "yunikorn.apache.org/app-id"
+	LabelYuniKornAppIDLegacy = "applicationId"
+	LabelSparkAppSelector    = "spark-app-selector"
+	// The queue, in YuniKorn's order: the label, the annotation of the same key, the legacy label.
+	LabelYuniKornQueue       = "yunikorn.apache.org/queue"
+	AnnotationYuniKornQueue  = "yunikorn.apache.org/queue"
+	LabelYuniKornQueueLegacy = "queue"
+	// AnnotationYuniKornTaskGroups is the application's task groups, a JSON list of {name,
+	// minMember, minResource, ...}; AnnotationYuniKornTaskGroupName names the pod's.
+	AnnotationYuniKornTaskGroups    = "yunikorn.apache.org/task-groups"
+	AnnotationYuniKornTaskGroupName = "yunikorn.apache.org/task-group-name"
+	// AnnotationYuniKornSchedulingPolicy holds "key=value" pairs separated by spaces:
+	// placeholderTimeoutInSeconds and gangSchedulingStyle.
+	AnnotationYuniKornSchedulingPolicy = "yunikorn.apache.org/schedulingPolicyParameters"
 )

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,6 +37,15 @@ func installCRDs(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		paths, err := thirdparty.AllCRDs(ctx)
+		if err == nil {
+			var dir string
+			var kai []string
+			if dir, err = os.MkdirTemp("", "lockstep-kai-crds"); err == nil {
+				defer os.RemoveAll(dir)
+				kai, err = thirdparty.KAICRDs(dir)
+				paths = append(paths, kai...)
+			}
+		}
 		if err == nil {
 			err = thirdparty.InstallCRDs(ctx, env.cluster.RESTConfig, paths...)
 		}
@@ -128,6 +138,8 @@ func TestDialectSeedJobs(t *testing.T) {
 		{file: "koordinator/podgroup.yaml", gang: "koord-gang", source: "Koordinator PodGroup", api: &dialect.Koordinator, boundPhase: "Scheduled"},
 		{file: "arena/mpi-gang.yaml", gang: "mpijob-arena-mpi", source: "lightweight coscheduling labels (Arena)"},
 		{file: "kueue/pod-group.yaml", gang: "kueue-group", source: "Kueue pod group", ungate: true},
+		{file: "kai/podgroup-and-pods.yaml", gang: "kai-gang", source: "KAI Scheduler PodGroup"},
+		{file: "yunikorn/job.yaml", gang: "yunikorn-gang", source: "YuniKorn task groups"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.gang, func(t *testing.T) {

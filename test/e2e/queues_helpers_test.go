@@ -66,6 +66,8 @@ type queueView struct {
 		Asks   map[string]string `json:"asks"`
 		Reason string            `json:"reason"`
 	} `json:"waiting"`
+	Parent   string   `json:"parent"`
+	Children []string `json:"children"`
 }
 
 // gpus is the GPU amount of a resource list as /debug/queues writes it: zero amounts are left out.

@@ -100,6 +100,15 @@ func (b *ObjectBuilder) Guarantee(resource, quantity string) *ObjectBuilder {
 	return b.Set(quantity, "spec", "guarantee", "resource", resource)
 }
 
+// Parent sets a Volcano Queue's spec.parent: the queue it nests under (Volcano's hierarchical
+// queues).
+func (b *ObjectBuilder) Parent(name string) *ObjectBuilder { return b.Set(name, "spec", "parent") }
+
+// Deserved sets one resource of a Volcano Queue's spec.deserved (its capacity plugin's share).
+func (b *ObjectBuilder) Deserved(resource, quantity string) *ObjectBuilder {
+	return b.Set(quantity, "spec", "deserved", resource)
+}
+
 // State sets a Volcano Queue's status.state (Open, Closed, Closing). The apiserver drops status
 // on create where the CRD has a status subresource, as Volcano's does: write it there after.
 func (b *ObjectBuilder) State(state string) *ObjectBuilder { return b.Set(state, "status", "state") }
