@@ -856,6 +856,7 @@ var queueFields = map[schema.GroupVersionResource][]string{
 	ElasticQuota.Resource:           {"spec.min", "spec.max"},
 	KoordinatorElasticQuota.Resource: {"spec.min", "spec.max", "metadata.annotations." + wellknown.AnnotationKoordinatorQuotaNamespaces,
 		"metadata.annotations." + wellknown.AnnotationKoordinatorQuotaSharedWeight},
+	KAIQueue.Resource: {"spec.parentQueue", "spec.priority", "spec.resources"},
 }
 
 // FuzzQueue reads any spec and status as a queue object of each API lockstep reads, its numbers
@@ -883,6 +884,10 @@ func FuzzQueue(f *testing.F) {
 		{KoordinatorElasticQuota, `{"min":{"nvidia.com/gpu":"2"},"max":{"nvidia.com/gpu":"6","cpu":"16"}}`, `{"used":{"cpu":"1"}}`},
 		{KoordinatorElasticQuota, `{"max":{"cpu":"2500m"}}`, ``},
 		{KoordinatorElasticQuota, `{"max":{"nvidia.com/gpu":1e18}}`, ``},
+		{KAIQueue, `{"parentQueue":"dept","priority":200,"resources":{"gpu":{"quota":4,"limit":-1,"overQuotaWeight":3},"cpu":{"quota":-1,"limit":-1},"memory":{"quota":-1,"limit":-1}}}`, ``},
+		{KAIQueue, `{"resources":{"gpu":{"quota":6,"limit":4}}}`, ``},
+		{KAIQueue, `{"resources":{"gpu":{"quota":0.5},"cpu":{"limit":-2}}}`, ``},
+		{KAIQueue, `{"parentQueue":"gpu"}`, ``},
 	} {
 		index := slices.IndexFunc(QueueAPIs(), func(a QueueAPI) bool { return a.Resource == seed.api.Resource })
 		f.Add(uint8(index), seed.spec, seed.status, true)
@@ -922,8 +927,34 @@ func FuzzQueue(f *testing.F) {
 			return
 		}
 		spec, _ := obj.Object["spec"].(map[string]any)
+		if api.Resource == KAIQueue.Resource {
+			checkKAIQueue(t, spec, got)
+			return
+		}
 		checkQueue(t, api, spec, got)
 	})
+}
+
+// checkKAIQueue holds an accepted KAI Queue to its own shape: limits under spec.resources, quotas
+// as what it deserves, never above the limit, and a parent other than itself.
+func checkKAIQueue(t *testing.T, spec map[string]any, got quota.Queue) {
+	require.GreaterOrEqual(t, got.Weight, int64(1))
+	require.LessOrEqual(t, got.Weight, int64(math.MaxInt32))
+	require.True(t, got.WeighsOverQuota)
+	require.NotEqual(t, "gpu", got.Parent, "a queue is not its own parent")
+	if _, written := spec["priority"]; !written {
+		require.Equal(t, int32(100), got.Priority, "KAI's default priority")
+	}
+	require.Zero(t, got.Guarantee)
+	for _, res := range countedResources {
+		amount := got.Capability.Amount.Get(res.name)
+		require.True(t, amount >= 0 && amount <= MaxQuantity, "%s %d", res.name, amount)
+		require.GreaterOrEqual(t, got.Min.Get(res.name), int64(0))
+		if got.Capability.Named.Has(res.bit) {
+			require.LessOrEqual(t, got.Min.Get(res.name), amount, "quota above limit")
+		}
+	}
+	require.Zero(t, got.Capability.Named&^quota.Counted)
 }
 
 // checkQueueRefusal holds a refused queue object to naming itself and a field its API reads.
