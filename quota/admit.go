@@ -66,7 +66,7 @@ func (b *Book) usable(q Question, e *entry) string {
 	if why := b.notALeaf(q.Queue); why != "" {
 		return why
 	}
-	for _, key := range append([]string{q.Queue}, b.tree.ancestors(q.Queue)...) {
+	for _, key := range b.tree.lineage(q.Queue) {
 		if o := b.queues[key]; !o.q.takesNewGangs() {
 			return fmt.Sprintf("%s is %s: it takes no new work (what already runs in it keeps running)%s", key, o.q.State, under(q.Queue, key))
 		}
@@ -94,7 +94,7 @@ func (b *Book) allocated(key string, held map[string]Resources) Resources {
 // capability holds the queue's limit and every one of its parents': a child never passes its
 // parent's limit, whatever its own, since the parent's counts all its children together.
 func (b *Book) capability(q Question, e *entry) string {
-	for _, key := range append([]string{q.Queue}, b.tree.ancestors(q.Queue)...) {
+	for _, key := range b.tree.lineage(q.Queue) {
 		if why := b.withinLimit(q, key); why != "" {
 			return why
 		}

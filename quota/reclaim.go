@@ -89,7 +89,7 @@ func (rc *Reclaim) MayTake(queue string, r Resources) bool {
 	if e == nil || !e.defined || !e.q.Reclaimable {
 		return false
 	}
-	for _, key := range append([]string{queue}, rc.book.tree.ancestors(queue)...) {
+	for _, key := range rc.book.tree.lineage(queue) {
 		if rc.book.tree.contains(key, rc.queue) {
 			return true // from here up, the reclaiming queue's own parents: they keep what they had
 		}

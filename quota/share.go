@@ -209,7 +209,6 @@ func spreadRemainder(left int64, level float64, claims []Claim, out []int64) {
 // the same way, so that no level gets more than its parent deserves.
 func (b *Book) Shares(capacity Resources, held map[string]Resources, asking string, extra Resources) map[string]Resources {
 	asks := map[string]Resources{}
-	var top []string
 	for _, key := range b.keys() {
 		if key != asking && !b.working(key, held) {
 			continue
@@ -221,17 +220,14 @@ func (b *Book) Shares(capacity Resources, held map[string]Resources, asking stri
 		if key == asking {
 			ask = ask.Add(extra)
 		}
+		for _, k := range b.tree.lineage(key) {
+			asks[k] = asks[k].Add(ask)
+		}
+	}
+	var top []string
+	for key := range asks {
 		if _, nested := b.tree.parent[key]; !nested {
 			top = append(top, key)
-		}
-		asks[key] = asks[key].Add(ask)
-		for _, a := range b.tree.ancestors(key) {
-			if _, known := asks[a]; !known {
-				if _, nested := b.tree.parent[a]; !nested {
-					top = append(top, a)
-				}
-			}
-			asks[a] = asks[a].Add(ask)
 		}
 	}
 	slices.Sort(top)

@@ -98,6 +98,12 @@ func (t *tree) ancestors(key string) []string {
 	return out
 }
 
+// lineage is key and its ancestors, nearest first: the queues whose limits and shares key's
+// work counts toward.
+func (t *tree) lineage(key string) []string {
+	return append([]string{key}, t.ancestors(key)...)
+}
+
 // contains reports whether queue inner is outer or nested anywhere under it.
 func (t *tree) contains(outer, inner string) bool {
 	return inner == outer || slices.Contains(t.ancestors(inner), outer)

@@ -238,6 +238,7 @@ func (w *Watcher) tellLocked(keys []string) {
 		obj *unstructured.Unstructured
 	}
 	var defined []reading
+	changed := false
 	for _, key := range keys {
 		q, obj, ok := w.resolveLocked(key)
 		if ok {
@@ -248,6 +249,7 @@ func (w *Watcher) tellLocked(keys []string) {
 		if _, known := w.told[key]; known {
 			delete(w.told, key)
 			w.cfg.Manager.DeleteQueue(key)
+			changed = true
 		}
 	}
 	for _, r := range defined {
@@ -259,8 +261,14 @@ func (w *Watcher) tellLocked(keys []string) {
 		}
 		w.told[r.key] = r.q
 		w.cfg.Manager.SetQueue(r.q)
+		changed = true
 	}
-	w.reportAllLocked()
+	// What can be reported changes only with the queues told: a status write lockstep made
+	// itself, seen back through the watch, changes none, and reading every queue again for it
+	// would cost each write the whole tree.
+	if changed {
+		w.reportAllLocked()
+	}
 }
 
 // reportAllLocked reports every queue that cannot be used, for its own object or for its place
