@@ -180,6 +180,9 @@ func quorumMembers(p *Pod, g *Gang, spec *gangspec.Spec) (members []*Pod, wait s
 	if gated > 0 {
 		wait += fmt.Sprintf(", %d of them held by scheduling gates", gated)
 	}
+	if spec.QuorumFrom != "" {
+		wait += "; min-available is " + spec.QuorumFrom
+	}
 	return nil, wait
 }
 

@@ -210,7 +210,7 @@ func FuzzPodMarkers(f *testing.F) {
 			}
 			return v, ok
 		}
-		require.Equal(t, wantPodQueue(labels, annotations), got.Queue, "the queue the pod's own markers name: %q", text)
+		require.Equal(t, wantPodQueue(namespace, labels, annotations), got.Queue, "the queue the pod's own markers name: %q", text)
 		got.Queue = quota.Ref{}
 		var first *primaryMarker
 		families := map[string]bool{}
@@ -318,7 +318,7 @@ func checkPodSpec(t *testing.T, marker string, spec *gangspec.Spec, labels, anno
 		require.Equal(t, strconv.Itoa(spec.MinAvailable), strings.TrimLeft(annotations[wellknown.AnnotationKueueTotalCount], "+0"))
 		require.Equal(t, spec.MinAvailable, spec.TotalNumber, "every member of a Kueue group must be placed")
 	case wellknown.AnnotationYuniKornTaskGroupName, wellknown.AnnotationYuniKornTaskGroups:
-		checkYuniKornSpec(t, spec, labels, annotations)
+		checkYuniKornSpec(t, spec, spec.Namespace, labels, annotations)
 	case wellknown.AnnotationGangName:
 		require.Equal(t, strconv.Itoa(spec.MinAvailable), strings.TrimLeft(annotations[wellknown.AnnotationGangMinAvailable], "+0"))
 		if raw, ok := annotations[wellknown.AnnotationGangWaitingTime]; ok {
@@ -371,30 +371,35 @@ func yunikornKeys(labels, annotations map[string]string) bool {
 
 // wantPodQueue is the queue a pod's own markers name: Koordinator's quota label, else KAI's
 // queue labels, else YuniKorn's queue keys; an empty value is none.
-func wantPodQueue(labels, annotations map[string]string) quota.Ref {
+func wantPodQueue(namespace string, labels, annotations map[string]string) quota.Ref {
 	if q := labels[wellknown.LabelKoordinatorQuotaName]; q != "" {
 		return quota.Ref{Kind: KindKoordinatorElasticQuota, Name: q}
 	}
 	if q := cmpOr(labels[wellknown.LabelKAIQueue], labels[wellknown.LabelKAIQueueLegacy]); q != "" {
 		return quota.Ref{Kind: KindKAIQueue, Name: q}
 	}
-	return wantYuniKornQueue(labels, annotations)
+	return wantYuniKornQueue(namespace, labels, annotations)
 }
 
-func wantYuniKornQueue(labels, annotations map[string]string) quota.Ref {
-	q := cmpOr(labels[wellknown.LabelYuniKornQueue], annotations[wellknown.AnnotationYuniKornQueue])
-	if q == "" && yunikornKeys(labels, annotations) {
-		q = labels[wellknown.LabelYuniKornQueueLegacy]
-	}
-	if q == "" {
+// wantYuniKornQueue is the queue of a pod with YuniKorn's keys: the one it names, lowercased
+// and under root, else root.<namespace>.
+func wantYuniKornQueue(namespace string, labels, annotations map[string]string) quota.Ref {
+	if !yunikornKeys(labels, annotations) {
 		return quota.Ref{}
+	}
+	q := strings.ToLower(cmpOr(labels[wellknown.LabelYuniKornQueue], annotations[wellknown.AnnotationYuniKornQueue], labels[wellknown.LabelYuniKornQueueLegacy]))
+	switch {
+	case q == "":
+		q = "root." + namespace
+	case !strings.HasPrefix(q, "root."):
+		q = "root." + strings.ReplaceAll(q, ".", "_dot_")
 	}
 	return quota.Ref{Kind: KindYuniKornQueue, Name: q}
 }
 
 // checkYuniKornSpec holds a YuniKorn gang's rules to the task groups and the scheduling policy
 // parameters its pod wrote, and YuniKorn's defaults for what it left out.
-func checkYuniKornSpec(t *testing.T, spec *gangspec.Spec, labels, annotations map[string]string) {
+func checkYuniKornSpec(t *testing.T, spec *gangspec.Spec, namespace string, labels, annotations map[string]string) {
 	var groups []struct {
 		Name      string
 		MinMember int64
@@ -422,7 +427,7 @@ func checkYuniKornSpec(t *testing.T, spec *gangspec.Spec, labels, annotations ma
 	}
 	require.Equal(t, wantTime, spec.WaitingTime)
 	require.Equal(t, wantStyle, spec.Mode)
-	require.Equal(t, wantYuniKornQueue(labels, annotations), spec.Queue, "the application's queue")
+	require.Equal(t, wantYuniKornQueue(namespace, labels, annotations), spec.Queue, "the application's queue")
 }
 
 // checkKoordinatorOptions holds the Koordinator annotations read, on pods and PodGroups alike,

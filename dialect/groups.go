@@ -1,6 +1,7 @@
 package dialect
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -29,6 +30,8 @@ type API struct {
 	key func(namespace, name string) string
 	// quorum reads the gang's min-available; nil reads spec.minMember.
 	quorum func(r fields) (int, error)
+	// quorumField is the field quorum reads, for reasons ("" with quorum nil: spec.minMember).
+	quorumField string
 	// extra reads the fields beyond the quorum; nil reads none.
 	extra func(obj *unstructured.Unstructured, r fields, spec *gangspec.Spec) error
 }
@@ -126,6 +129,9 @@ func (a API) Parse(obj *unstructured.Unstructured) (*gangspec.Spec, error) {
 	var err error
 	if spec.MinAvailable, err = quorum(r); err != nil {
 		return nil, err
+	}
+	if a.quorumField != "" || a.quorum == nil {
+		spec.QuorumFrom = cmp.Or(a.quorumField, "spec.minMember") + " of " + object
 	}
 	if a.extra != nil {
 		if err := a.extra(obj, r, spec); err != nil {

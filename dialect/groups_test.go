@@ -2,6 +2,7 @@ package dialect
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,8 @@ func TestParseGroup(t *testing.T) {
 			got, err := tc.api.Parse(group(tc.api, tc.spec, tc.ann))
 			require.NoError(t, err)
 			tc.want.Namespace, tc.want.Name = "team-a", "tf"
+			object, _, _ := strings.Cut(tc.want.Source, " (")
+			tc.want.QuorumFrom = "spec.minMember of " + object
 			require.Equal(t, &tc.want, got)
 		})
 	}

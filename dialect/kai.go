@@ -24,7 +24,7 @@ const KindKAIQueue = "KAI Queue"
 // writes only status.schedulingConditions (StatusKAI); its podgroup controller writes the
 // resource counts, which lockstep leaves to it.
 var KAI = API{Dialect: "KAI Scheduler", Resource: podGroups("scheduling.run.ai", "v2alpha2"),
-	Status: StatusKAI, key: KAIKey, quorum: kaiMinMember, extra: kaiGroup}
+	Status: StatusKAI, key: KAIKey, quorum: kaiMinMember, quorumField: "spec.minMember", extra: kaiGroup}
 
 // KAIKey names a KAI PodGroup the way its pods do.
 func KAIKey(namespace, name string) string {
@@ -235,6 +235,7 @@ func kaiSubGroups(r fields, spec *gangspec.Spec) error {
 	spec.MinAvailable, spec.MinPerTask = 1, nil
 	if total := quorumTotal(quorums); total > 0 {
 		spec.MinAvailable, spec.MinPerTask = total, quorums
+		spec.QuorumFrom = "the minMember of spec.subGroups of " + r.object
 	}
 	return nil
 }

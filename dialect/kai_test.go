@@ -103,6 +103,10 @@ func TestParseKAIGroup(t *testing.T) {
 			got, err := KAI.Parse(group(KAI, tc.spec, nil))
 			require.NoError(t, err)
 			tc.want.Namespace, tc.want.Name, tc.want.Source = "team-a", "tf", kaiSource
+			tc.want.QuorumFrom = "spec.minMember of KAI Scheduler PodGroup team-a/tf"
+			if tc.want.MinPerTask != nil {
+				tc.want.QuorumFrom = "the minMember of spec.subGroups of KAI Scheduler PodGroup team-a/tf"
+			}
 			require.Equal(t, &tc.want, got)
 		})
 	}

@@ -51,6 +51,7 @@ func koordinatorAnnotations(p podMarkers, name string) (*gangspec.Spec, error) {
 		return nil, a.bad(wellknown.AnnotationGangMinAvailable, "missing: a gang member must say how many members must be placed together")
 	}
 	spec.MinAvailable = minAvailable
+	spec.QuorumFrom = "annotation " + wellknown.AnnotationGangMinAvailable + " of the members"
 	if raw, ok := a.values[wellknown.AnnotationGangWaitingTime]; ok {
 		d, err := time.ParseDuration(raw)
 		if err != nil {

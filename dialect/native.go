@@ -17,14 +17,14 @@ import (
 // Job when its WorkloadWithJob gate is on. Its status is the PodGroupInitiallyScheduled condition,
 // which stays True once the group was placed.
 var Native = API{Dialect: "Kubernetes", Resource: podGroups("scheduling.k8s.io", "v1beta1"),
-	Status: StatusConditions, Condition: "PodGroupInitiallyScheduled", key: NativeKey, quorum: schedulingPolicy,
+	Status: StatusConditions, Condition: "PodGroupInitiallyScheduled", key: NativeKey, quorum: schedulingPolicy, quorumField: "spec.schedulingPolicy.gang.minCount",
 	extra: nativeGroup(disruptionMode)}
 
 // NativeV1alpha2 is the same PodGroup as 1.36 serves it (scheduling.k8s.io/v1alpha2, which 1.37
 // no longer serves), with the PodGroupScheduled condition and the disruption mode as a word.
 // Whichever version the apiserver serves is the one read.
 var NativeV1alpha2 = API{Dialect: "Kubernetes", Resource: podGroups("scheduling.k8s.io", "v1alpha2"),
-	Status: StatusConditions, Condition: "PodGroupScheduled", key: NativeKey, quorum: schedulingPolicy,
+	Status: StatusConditions, Condition: "PodGroupScheduled", key: NativeKey, quorum: schedulingPolicy, quorumField: "spec.schedulingPolicy.gang.minCount",
 	extra: nativeGroup(disruptionModeV1alpha2)}
 
 // NativeKey names a Kubernetes PodGroup the way its pods do.

@@ -57,6 +57,7 @@ func TestParseNativeV1alpha2(t *testing.T) {
 			got, err := NativeV1alpha2.Parse(object(NativeV1alpha2, map[string]any{"spec": tc.spec}))
 			require.NoError(t, err)
 			tc.want.Namespace, tc.want.Name, tc.want.Source = "team-a", "train", source
+			tc.want.QuorumFrom = "spec.schedulingPolicy.gang.minCount of Kubernetes PodGroup team-a/train"
 			require.Equal(t, &tc.want, got)
 		})
 	}
@@ -95,6 +96,7 @@ func TestParseNativeV1beta1(t *testing.T) {
 			got, err := Native.Parse(object(Native, map[string]any{"spec": tc.spec}))
 			require.NoError(t, err)
 			tc.want.Namespace, tc.want.Name, tc.want.Source = "team-a", "train", "Kubernetes PodGroup team-a/train (scheduling.k8s.io/v1beta1)"
+			tc.want.QuorumFrom = "spec.schedulingPolicy.gang.minCount of Kubernetes PodGroup team-a/train"
 			require.Equal(t, &tc.want, got)
 		})
 	}

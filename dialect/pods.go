@@ -183,7 +183,8 @@ func lightweight(p podMarkers, name string) claim {
 	case err != nil || minAvailable < 1:
 		c.membership.Err = badLabel(p, wellknown.LabelLightweightMinAvailable, raw, "must be a positive integer")
 	default:
-		c.membership.Spec = &gangspec.Spec{Namespace: p.namespace, Name: name, MinAvailable: minAvailable, Source: "lightweight coscheduling labels (Arena)"}
+		c.membership.Spec = &gangspec.Spec{Namespace: p.namespace, Name: name, MinAvailable: minAvailable, Source: "lightweight coscheduling labels (Arena)",
+			QuorumFrom: "label " + wellknown.LabelLightweightMinAvailable + " of the members"}
 	}
 	return c
 }

@@ -23,6 +23,7 @@ func TestKoordinatorAnnotations(t *testing.T) {
 	pod := func() *builders.PodBuilder { return builders.Pod("team-a", "w-0").GPU(1) }
 	koord := func(s gangspec.Spec) *gangspec.Spec {
 		s.Namespace, s.Name, s.Source = "team-a", "mpi", "Koordinator annotations"
+		s.QuorumFrom = "annotation " + wellknown.AnnotationGangMinAvailable + " of the members"
 		if s.Policy == "" {
 			s.Policy = gangspec.OnceSatisfied
 		}
@@ -45,7 +46,7 @@ func TestKoordinatorAnnotations(t *testing.T) {
 			want: koord(gangspec.Spec{MinAvailable: 2})},
 		{name: "waiting-and-running",
 			pod:  pod().Gang("mpi", 2).Annotation(wellknown.AnnotationGangMatchPolicy, "waiting-and-running"),
-			want: &gangspec.Spec{Namespace: "team-a", Name: "mpi", Source: "Koordinator annotations", MinAvailable: 2}},
+			want: &gangspec.Spec{Namespace: "team-a", Name: "mpi", Source: "Koordinator annotations", MinAvailable: 2, QuorumFrom: "annotation gang.scheduling.koordinator.sh/min-available of the members"}},
 		{name: "a gang group lists itself and its mates, sorted",
 			pod:  pod().Gang("mpi", 2).Annotation(wellknown.AnnotationGangGroups, `["team-a/ps","team-a/mpi"]`),
 			want: koord(gangspec.Spec{MinAvailable: 2, Bundle: []string{"team-a/mpi", "team-a/ps"}})},
@@ -127,7 +128,7 @@ func TestPodMarkers(t *testing.T) {
 		{name: "lightweight labels (Arena)",
 			pod: pod().Label(wellknown.LabelLightweightGangName, "mpi").Label(wellknown.LabelLightweightMinAvailable, "4"),
 			want: gangspec.Membership{Gang: "mpi", Spec: &gangspec.Spec{Namespace: "team-a", Name: "mpi", MinAvailable: 4,
-				Source: "lightweight coscheduling labels (Arena)"}}},
+				Source: "lightweight coscheduling labels (Arena)", QuorumFrom: "label " + wellknown.LabelLightweightMinAvailable + " of the members"}}},
 		{name: "Kueue pod group: every member must be placed",
 			pod: pod().Label(wellknown.LabelKueuePodGroup, "grp").Annotation(wellknown.AnnotationKueueTotalCount, "3"),
 			want: gangspec.Membership{Gang: "grp", Spec: &gangspec.Spec{Namespace: "team-a", Name: "grp", MinAvailable: 3, TotalNumber: 3,
@@ -154,7 +155,7 @@ func TestPodMarkers(t *testing.T) {
 		{name: "a Job's PodGroup yields to Koordinator's annotations on its pods",
 			pod: pod().Gang("mpi", 2).PodGroup("mpi-pgt-0"),
 			want: gangspec.Membership{Gang: "mpi", Spec: &gangspec.Spec{Namespace: "team-a", Name: "mpi", MinAvailable: 2,
-				Policy: gangspec.OnceSatisfied, Source: "Koordinator annotations"}}},
+				Policy: gangspec.OnceSatisfied, Source: "Koordinator annotations", QuorumFrom: "annotation gang.scheduling.koordinator.sh/min-available of the members"}}},
 		{name: "a Job Kueue admitted keeps Kueue's Workload beside the Job controller's PodGroup",
 			pod:  pod().Annotation(wellknown.AnnotationKueueWorkload, "job-train-3f2a1").PodGroup("train-pgt-0"),
 			want: gangspec.Membership{Gang: "job-train-3f2a1", Group: "Kueue Workload team-a/job-train-3f2a1"}},

@@ -99,20 +99,21 @@ func yunikornPod(p podMarkers) bool {
 	return false
 }
 
-// yunikornPodQueue is the YuniKorn queue a pod names, in YuniKorn's order: label, annotation,
-// legacy label. Queue names are kept as written (YuniKorn's placement rules qualify them).
+// yunikornPodQueue is the YuniKorn queue of a YuniKorn pod: the one it names, in YuniKorn's order
+// of keys (label, annotation, legacy label), else its namespace's, placed as YuniKorn places it
+// (YuniKornPodQueue). Such queues are made on demand where the file does not define them.
 func yunikornPodQueue(p podMarkers) (quota.Ref, bool) {
+	if !yunikornPod(p) {
+		return quota.Ref{}, false
+	}
 	name := firstValue(p.labels, wellknown.LabelYuniKornQueue)
 	if name == "" {
 		name = firstValue(p.annotations, wellknown.AnnotationYuniKornQueue)
 	}
-	if name == "" && yunikornPod(p) {
+	if name == "" {
 		name = firstValue(p.labels, wellknown.LabelYuniKornQueueLegacy)
 	}
-	if name == "" {
-		return quota.Ref{}, false
-	}
-	return quota.Ref{Kind: KindYuniKornQueue, Name: name}, true
+	return quota.Ref{Kind: KindYuniKornQueue, Name: YuniKornPodQueue(p.namespace, name)}, true
 }
 
 // firstValue is the first non-empty value of keys: YuniKorn takes an empty value as none.
@@ -144,7 +145,8 @@ func yunikornSpec(p podMarkers, app, groups, task string) (*gangspec.Spec, error
 	// After its quorum was placed, YuniKorn creates no placeholders again: later pods of the
 	// application schedule as ordinary pods, which once-satisfied says.
 	spec := &gangspec.Spec{Namespace: p.namespace, Name: app, MinAvailable: quorumTotal(quorums), MinPerTask: quorums,
-		Policy: gangspec.OnceSatisfied, Source: yunikornSource}
+		Policy: gangspec.OnceSatisfied, Source: yunikornSource,
+		QuorumFrom: "the minMember of the task groups in annotation " + wellknown.AnnotationYuniKornTaskGroups + " of the members"}
 	if err := a.yunikornPolicy(spec); err != nil {
 		return nil, err
 	}

@@ -19,10 +19,15 @@ const sparkGroups = `[{"name":"spark-driver","minMember":1,"minResource":{"cpu":
 
 func yunikornRef(name string) quota.Ref { return quota.Ref{Kind: KindYuniKornQueue, Name: name} }
 
+// teamA is the queue YuniKorn places the applications of namespace team-a in when their pods
+// name none.
+var teamA = yunikornRef("root.team-a")
+
 // yunikornSpark is the spec the Spark application's members carry, with changes.
 func yunikornSpark(app string, change func(*gangspec.Spec)) *gangspec.Spec {
 	s := &gangspec.Spec{Namespace: "team-a", Name: app, MinAvailable: 5, MinPerTask: map[string]int{"spark-driver": 1, "spark-executor": 4},
-		WaitingTime: 15 * time.Minute, Mode: "Soft", Policy: gangspec.OnceSatisfied, Source: "YuniKorn task groups"}
+		WaitingTime: 15 * time.Minute, Mode: "Soft", Policy: gangspec.OnceSatisfied, Source: "YuniKorn task groups", Queue: teamA,
+		QuorumFrom: "the minMember of the task groups in annotation " + wellknown.AnnotationYuniKornTaskGroups + " of the members"}
 	if change != nil {
 		change(s)
 	}
@@ -41,39 +46,39 @@ func TestYuniKornPods(t *testing.T) {
 	}{
 		{name: "a member of the driver's task group: the application's task groups are its rules",
 			pod:  spark().Annotation(wellknown.AnnotationYuniKornTaskGroupName, "spark-driver"),
-			want: gangspec.Membership{Gang: "spark-pi", Task: "spark-driver", Spec: yunikornSpark("spark-pi", nil)}},
+			want: gangspec.Membership{Gang: "spark-pi", Task: "spark-driver", Queue: teamA, Spec: yunikornSpark("spark-pi", nil)}},
 		{name: "a member of no task group counts toward the sum only",
 			pod:  spark(),
-			want: gangspec.Membership{Gang: "spark-pi", Spec: yunikornSpark("spark-pi", nil)}},
+			want: gangspec.Membership{Gang: "spark-pi", Queue: teamA, Spec: yunikornSpark("spark-pi", nil)}},
 		{name: "the app id annotation when the label is absent",
 			pod:  pod().Annotation(wellknown.AnnotationYuniKornAppID, "job-7").Annotation(wellknown.AnnotationYuniKornTaskGroups, sparkGroups),
-			want: gangspec.Membership{Gang: "job-7", Spec: yunikornSpark("job-7", nil)}},
+			want: gangspec.Membership{Gang: "job-7", Queue: teamA, Spec: yunikornSpark("job-7", nil)}},
 		{name: "the label wins over the annotation",
 			pod:  spark().Annotation(wellknown.AnnotationYuniKornAppID, "other"),
-			want: gangspec.Membership{Gang: "spark-pi", Spec: yunikornSpark("spark-pi", nil)}},
+			want: gangspec.Membership{Gang: "spark-pi", Queue: teamA, Spec: yunikornSpark("spark-pi", nil)}},
 		{name: "the legacy applicationId label",
 			pod:  pod().Label(wellknown.LabelYuniKornAppIDLegacy, "legacy").Annotation(wellknown.AnnotationYuniKornTaskGroups, sparkGroups),
-			want: gangspec.Membership{Gang: "legacy", Spec: yunikornSpark("legacy", nil)}},
+			want: gangspec.Membership{Gang: "legacy", Queue: teamA, Spec: yunikornSpark("legacy", nil)}},
 		{name: "Spark's own label, last",
 			pod: pod().Label(wellknown.LabelSparkAppSelector, "spark-5f2c").Label(wellknown.LabelYuniKornAppIDLegacy, "legacy").
 				Annotation(wellknown.AnnotationYuniKornTaskGroups, sparkGroups),
-			want: gangspec.Membership{Gang: "legacy", Spec: yunikornSpark("legacy", nil)}},
+			want: gangspec.Membership{Gang: "legacy", Queue: teamA, Spec: yunikornSpark("legacy", nil)}},
 		{name: "an empty app id label is none",
 			pod: pod().Label(wellknown.LabelYuniKornAppID, "").Label(wellknown.LabelSparkAppSelector, "spark-5f2c").
 				Annotation(wellknown.AnnotationYuniKornTaskGroups, sparkGroups),
-			want: gangspec.Membership{Gang: "spark-5f2c", Spec: yunikornSpark("spark-5f2c", nil)}},
+			want: gangspec.Membership{Gang: "spark-5f2c", Queue: teamA, Spec: yunikornSpark("spark-5f2c", nil)}},
 		{name: "no app id: the namespace's generated application, as the shim makes it",
 			pod:  pod().Annotation(wellknown.AnnotationYuniKornTaskGroups, sparkGroups),
-			want: gangspec.Membership{Gang: "yunikorn-team-a-autogen", Spec: yunikornSpark("yunikorn-team-a-autogen", nil)}},
+			want: gangspec.Membership{Gang: "yunikorn-team-a-autogen", Queue: teamA, Spec: yunikornSpark("yunikorn-team-a-autogen", nil)}},
 		{name: "the admission controller's unique app id: the pod's own application",
 			pod:  pod().UID("5d3c").Label(wellknown.LabelYuniKornAppID, "team-a-uniqueautogen").Annotation(wellknown.AnnotationYuniKornTaskGroups, sparkGroups),
-			want: gangspec.Membership{Gang: "team-a-5d3c", Spec: yunikornSpark("team-a-5d3c", nil)}},
+			want: gangspec.Membership{Gang: "team-a-5d3c", Queue: teamA, Spec: yunikornSpark("team-a-5d3c", nil)}},
 		{name: "the timeout and the Hard style",
 			pod:  spark().Annotation(wellknown.AnnotationYuniKornSchedulingPolicy, "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Hard"),
-			want: gangspec.Membership{Gang: "spark-pi", Spec: yunikornSpark("spark-pi", func(s *gangspec.Spec) { s.WaitingTime, s.Mode = time.Minute, "Hard" })}},
+			want: gangspec.Membership{Gang: "spark-pi", Queue: teamA, Spec: yunikornSpark("spark-pi", func(s *gangspec.Spec) { s.WaitingTime, s.Mode = time.Minute, "Hard" })}},
 		{name: "a timeout of 0 is YuniKorn's 900 seconds; extra spaces are no pairs",
 			pod:  spark().Annotation(wellknown.AnnotationYuniKornSchedulingPolicy, " placeholderTimeoutInSeconds=0  gangSchedulingStyle=Soft "),
-			want: gangspec.Membership{Gang: "spark-pi", Spec: yunikornSpark("spark-pi", nil)}},
+			want: gangspec.Membership{Gang: "spark-pi", Queue: teamA, Spec: yunikornSpark("spark-pi", nil)}},
 		{name: "the queue label: the application's queue and the pod's",
 			pod: spark().Label(wellknown.LabelYuniKornQueue, "root.spark"),
 			want: gangspec.Membership{Gang: "spark-pi", Queue: yunikornRef("root.spark"),
@@ -84,12 +89,13 @@ func TestYuniKornPods(t *testing.T) {
 		{name: "the queue label wins over the annotation, which wins over the legacy label",
 			pod: pod().Label(wellknown.LabelYuniKornQueueLegacy, "legacy").Annotation(wellknown.AnnotationYuniKornQueue, "annotated").
 				Label(wellknown.LabelYuniKornQueue, "labelled"),
-			want: gangspec.Membership{Queue: yunikornRef("labelled")}},
+			want: gangspec.Membership{Queue: yunikornRef("root.labelled")}},
 		{name: "the legacy queue label on a YuniKorn pod", pod: pod().Label(wellknown.LabelYuniKornQueueLegacy, "legacy"),
-			want: gangspec.Membership{Queue: yunikornRef("legacy")}},
+			want: gangspec.Membership{Queue: yunikornRef("root.legacy")}},
 		{name: "a bare queue label on someone else's pod names no YuniKorn queue",
 			pod: builders.Pod("team-a", "w-0").Label(wellknown.LabelYuniKornQueueLegacy, "high")},
-		{name: "an empty task-groups annotation is none", pod: pod().Label(wellknown.LabelYuniKornAppID, "web").Annotation(wellknown.AnnotationYuniKornTaskGroups, "")},
+		{name: "an empty task-groups annotation is none", pod: pod().Label(wellknown.LabelYuniKornAppID, "web").Annotation(wellknown.AnnotationYuniKornTaskGroups, ""),
+			want: gangspec.Membership{Queue: teamA}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -182,7 +182,7 @@ func TestMatchPolicies(t *testing.T) {
 	t.Run("only-waiting: bound members never count", func(t *testing.T) {
 		e, third := scenario(t, "only-waiting")
 		r := e.filter(third)
-		require.Equal(t, "gang default/mpi: waiting for members: 1 of min-available 2 exist", r.Failed["n-0"])
+		require.Equal(t, "gang default/mpi: waiting for members: 1 of min-available 2 exist; min-available is annotation gang.scheduling.koordinator.sh/min-available of the members", r.Failed["n-0"])
 	})
 }
 

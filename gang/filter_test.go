@@ -89,7 +89,7 @@ func TestFilterAllOrNothing(t *testing.T) {
 		e.add(pods[:3]...)
 		r := e.filter(pods[0])
 		require.Empty(t, r.Feasible)
-		require.Equal(t, "gang default/mpi: waiting for members: 3 of min-available 4 exist", r.Failed["n-0"])
+		require.Equal(t, "gang default/mpi: waiting for members: 3 of min-available 4 exist; min-available is annotation gang.scheduling.koordinator.sh/min-available of the members", r.Failed["n-0"])
 		require.Equal(t, views.PhaseWaiting, e.status("default", "mpi").Phase)
 	})
 }
@@ -438,7 +438,7 @@ func TestDisagreeingMemberNotPlanned(t *testing.T) {
 
 	r := e.filter(w0)
 	require.Empty(t, r.Feasible)
-	require.Equal(t, "gang default/mpi: waiting for members: 1 of min-available 2 exist", r.Failed["n-0"])
+	require.Equal(t, "gang default/mpi: waiting for members: 1 of min-available 2 exist; min-available is annotation gang.scheduling.koordinator.sh/min-available of the members", r.Failed["n-0"])
 	require.Equal(t, views.PhaseWaiting, e.status("default", "mpi").Phase)
 
 	// Once a member that agrees exists, the gang is admitted without the odd one.
@@ -458,7 +458,7 @@ func TestAdmissionSkips(t *testing.T) {
 		e.add(pods...)
 		r := e.filter(pods[0])
 		require.Empty(t, r.Feasible)
-		require.Equal(t, "gang default/mpi: waiting for members: 3 of min-available 3 exist, 1 of them held by scheduling gates", r.Failed["n-0"])
+		require.Equal(t, "gang default/mpi: waiting for members: 3 of min-available 3 exist, 1 of them held by scheduling gates; min-available is annotation gang.scheduling.koordinator.sh/min-available of the members", r.Failed["n-0"])
 
 		// The gate is lifted: the gang is admitted.
 		pods[2].Spec.SchedulingGates = nil
@@ -472,7 +472,7 @@ func TestAdmissionSkips(t *testing.T) {
 		pods[1].Status.Phase = corev1.PodSucceeded
 		e.add(pods...)
 		r := e.filter(pods[0])
-		require.Equal(t, "gang default/mpi: waiting for members: 1 of min-available 2 exist", r.Failed["n-0"])
+		require.Equal(t, "gang default/mpi: waiting for members: 1 of min-available 2 exist; min-available is annotation gang.scheduling.koordinator.sh/min-available of the members", r.Failed["n-0"])
 	})
 
 	t.Run("cordoned nodes are not planned on", func(t *testing.T) {

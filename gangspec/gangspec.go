@@ -43,6 +43,10 @@ type Spec struct {
 	// Source says where the rules were read, for people: "Volcano PodGroup team-a/job-1
 	// (scheduling.volcano.sh/v1beta1)" or "Koordinator annotations".
 	Source string
+	// QuorumFrom says where MinAvailable was read, field and object, for the reason of a gang
+	// whose members are fewer: "spec.minMember of Volcano PodGroup team-a/job-1". "" when it
+	// was not read from one field.
+	QuorumFrom string
 	// Topology is what the group object asks of the network (Volcano's spec.networkTopology);
 	// a member's own annotation comes first.
 	Topology Topology

@@ -43,7 +43,7 @@ func (b *Book) Admit(q Question) string {
 	}
 	e := b.queues[q.Queue]
 	if e == nil || !e.defined {
-		if strings.HasSuffix(q.Queue, " "+DefaultName) {
+		if b.madeOnDemand(q.Queue) {
 			return b.fair(q, nil)
 		}
 		return fmt.Sprintf("%s does not exist: create it, or name an existing queue", q.Queue)
@@ -289,7 +289,7 @@ func fitsIn(r, room Resources) bool {
 // queue is owed nothing, since its gangs could not take what it is owed.
 func (b *Book) takesGangs(key string, e *entry) bool {
 	if !e.defined {
-		return strings.HasSuffix(key, " "+DefaultName)
+		return b.madeOnDemand(key)
 	}
 	return e.q.Err == nil && e.q.takesNewGangs()
 }

@@ -3,6 +3,7 @@ package quota
 import (
 	"maps"
 	"slices"
+	"strings"
 )
 
 // Book is every queue lockstep enforces, what each holds and what its waiting gangs ask. Its
@@ -27,6 +28,9 @@ type Book struct {
 	namespaceQueue map[string]string
 	// kinds counts the defined queues of each kind: a kind none is defined of is not enforced.
 	kinds map[string]int
+	// onDemand counts the defined queues of each kind whose undefined queues are made on demand
+	// (Queue.KindMadeOnDemand).
+	onDemand map[string]int
 	// wants are the waiting gangs' quorums, by gang key.
 	wants map[string]want
 	// version counts the changes, so that an owner keeping a copy (Clone) knows when it is stale.
@@ -51,7 +55,7 @@ type want struct {
 // NewBook makes an empty book: no queue, nothing enforced.
 func NewBook() *Book {
 	return &Book{queues: map[string]*entry{}, defaults: map[string]map[string]string{},
-		namespaceQueue: map[string]string{}, kinds: map[string]int{}, wants: map[string]want{}, tree: &tree{}}
+		namespaceQueue: map[string]string{}, kinds: map[string]int{}, onDemand: map[string]int{}, wants: map[string]want{}, tree: &tree{}}
 }
 
 // Version changes whenever the book does.
@@ -62,7 +66,7 @@ func (b *Book) Version() uint64 { return b.version }
 func (b *Book) Clone() *Book {
 	c := &Book{queues: make(map[string]*entry, len(b.queues)), order: slices.Clone(b.order),
 		defaults: make(map[string]map[string]string, len(b.defaults)), namespaceQueue: maps.Clone(b.namespaceQueue),
-		kinds: maps.Clone(b.kinds), wants: maps.Clone(b.wants), version: b.version, tree: b.tree}
+		kinds: maps.Clone(b.kinds), onDemand: maps.Clone(b.onDemand), wants: maps.Clone(b.wants), version: b.version, tree: b.tree}
 	for key, e := range b.queues {
 		copied := *e // a Queue is replaced whole when redefined, never changed in place
 		c.queues[key] = &copied
@@ -104,8 +108,12 @@ func (b *Book) dropIfIdle(key string) {
 func (b *Book) SetQueue(q Queue) (requeue []string) {
 	b.version++
 	e := b.entry(q.Key())
-	if !e.defined {
-		b.kinds[q.Kind]++
+	if e.defined {
+		b.uncountKind(e.q)
+	}
+	b.kinds[q.Kind]++
+	if q.KindMadeOnDemand {
+		b.onDemand[q.Kind]++
 	}
 	old := e.q.Covers()
 	e.q, e.defined = q, true
@@ -133,9 +141,7 @@ func (b *Book) DeleteQueue(key string) (requeue []string) {
 		return nil
 	}
 	e.defined = false
-	if b.kinds[e.q.Kind]--; b.kinds[e.q.Kind] <= 0 {
-		delete(b.kinds, e.q.Kind)
-	}
+	b.uncountKind(e.q)
 	covered := e.q.Covers()
 	for _, ns := range covered {
 		if b.namespaceQueue[ns] == key {
@@ -145,6 +151,37 @@ func (b *Book) DeleteQueue(key string) (requeue []string) {
 	b.dropIfIdle(key)
 	b.tree = buildTree(b.queues, b.order)
 	return covered
+}
+
+// uncountKind takes a queue that is no longer defined as it was out of the counts of its kind.
+func (b *Book) uncountKind(q Queue) {
+	if b.kinds[q.Kind]--; b.kinds[q.Kind] <= 0 {
+		delete(b.kinds, q.Kind)
+	}
+	if q.KindMadeOnDemand {
+		if b.onDemand[q.Kind]--; b.onDemand[q.Kind] <= 0 {
+			delete(b.onDemand, q.Kind)
+		}
+	}
+}
+
+// madeOnDemand reports whether an undefined queue key is taken as open and unlimited: the
+// default queue, or a queue of a kind made on demand (Queue.KindMadeOnDemand).
+func (b *Book) madeOnDemand(key string) bool {
+	if strings.HasSuffix(key, " "+DefaultName) {
+		return true
+	}
+	for kind := range b.onDemand {
+		if ofKind(key, kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// ofKind reports whether key is the key of a queue of kind.
+func ofKind(key, kind string) bool {
+	return len(key) > len(kind) && key[:len(kind)] == kind && key[len(kind)] == ' '
 }
 
 // SetNamespaceDefault records the queue of kind a namespace names for gangs that name none; an
@@ -256,7 +293,7 @@ func (b *Book) enforced(key string) bool {
 		return true
 	}
 	for kind := range b.kinds {
-		if len(key) > len(kind) && key[:len(kind)] == kind && key[len(kind)] == ' ' {
+		if ofKind(key, kind) {
 			return true
 		}
 	}

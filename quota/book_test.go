@@ -147,6 +147,24 @@ func TestNoQueueOfAKindMeansNothingIsEnforced(t *testing.T) {
 	assert.Empty(t, b.Admit(Question{Queue: Key(volcano, "team-a"), Request: gpus(1), Capacity: gpus(8)}), "another kind's queues do not make this kind's enforced")
 }
 
+// YuniKorn makes the queues work names that its file does not define: such a queue is open and
+// unlimited once some queue of the kind is defined, and missing again once the last one that says
+// so is forgotten.
+func TestQueuesMadeOnDemand(t *testing.T) {
+	const kind = "YuniKorn queue"
+	b := NewBook()
+	b.SetQueue(Queue{Kind: kind, Name: "root.research", Weight: 1, State: Open, Capability: Limit{Amount: gpus(4), Named: GPU}, KindMadeOnDemand: true})
+	made := Question{Queue: Key(kind, "root.team-b"), Request: gpus(6), Capacity: gpus(8), Fair: true}
+	assert.Empty(t, b.Admit(made), "an undefined queue of a kind made on demand takes work, unlimited")
+	assert.Contains(t, b.Admit(Question{Queue: Key(kind, "root.research"), Request: gpus(6), Capacity: gpus(8)}), "limit of 4")
+
+	b.SetQueue(Queue{Kind: kind, Name: "root.research", Weight: 1, State: Open})
+	assert.Contains(t, b.Admit(made), "does not exist", "redefined without the flag: the file's rules make no queue")
+	b.SetQueue(Queue{Kind: kind, Name: "root.research", Weight: 1, State: Open, KindMadeOnDemand: true})
+	b.DeleteQueue(Key(kind, "root.research"))
+	assert.Empty(t, b.Admit(made), "no queue of the kind is left, so none is enforced")
+}
+
 func TestMinPoolBorrowsOnlyOthersUnusedMin(t *testing.T) {
 	// scheduler-plugins capacity scheduling: the quotas together stay within the sum of mins.
 	eq := func(ns string, min, max int64) Queue {

@@ -121,6 +121,10 @@ type Queue struct {
 	// IsParent marks a queue that only groups others even while none names it (Koordinator's
 	// is-parent label): it runs no work.
 	IsParent bool
+	// KindMadeOnDemand says that the queue's project makes a queue of its kind when work names
+	// one no object defines (YuniKorn's placement rules with create): while any queue of the kind
+	// is defined, an undefined one is taken as open and unlimited, as the default queue is.
+	KindMadeOnDemand bool
 	// Err, when set, is why the object cannot be used; the queue's gangs wait with it.
 	Err error
 }

@@ -1,6 +1,7 @@
 // Package tenancy keeps lockstep in step with the team queues and quotas users of other gang
 // schedulers already write: Volcano's and kube-batch's Queues, scheduler-plugins' and Koordinator's
-// ElasticQuotas, and the Namespace annotation that names a Volcano namespace's default queue. It finds which of
+// ElasticQuotas, KAI's Queues, YuniKorn's queues.yaml (two ConfigMaps, read by name) and namespace
+// quotas, and the Namespace annotation that names a Volcano namespace's default queue. It finds which of
 // the queue APIs the apiserver serves (a CRD installed later is picked up without a restart; an
 // absent one is no error), watches those and the Namespaces, hands each queue to the gang manager
 // as package dialect reads it, reports an object it cannot use with a Warning Event, and writes
@@ -22,10 +23,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -62,6 +65,9 @@ type Config struct {
 	// Ready, when set, holds usage writes back until it is true: a manager that has not yet
 	// taken in the cluster's pods would write that every queue holds nothing.
 	Ready func() bool
+	// YuniKorn, when set, reads YuniKorn's queue ConfigMaps in YuniKornNamespace.
+	YuniKorn          kubernetes.Interface
+	YuniKornNamespace string
 }
 
 // Watcher watches the queue objects and Namespaces and writes back usage. Create it with New
@@ -94,6 +100,10 @@ type Watcher struct {
 	// mayWrite, when set, says whether this replica may write now (package leadership): Events
 	// and usage it refuses are caught up by Resync.
 	mayWrite func() bool
+	// yunikorn keeps YuniKorn's queues, read from ConfigMaps and Namespaces (yunikorn.go) by
+	// yunikornInformers.
+	yunikorn          yunikornState
+	yunikornInformers []cache.SharedIndexInformer
 }
 
 // New makes a watcher and registers its Namespace handler.
@@ -103,6 +113,10 @@ func New(cfg Config) (*Watcher, error) {
 		resync:  make(chan struct{}, 1),
 		objects: map[string]map[schema.GroupVersionResource]*unstructured.Unstructured{},
 		crowds:  map[string]map[string]bool{}, covers: map[string][]string{}, told: map[string]quota.Queue{}, reported: map[string]string{},
+		yunikorn: newYuniKornState(),
+	}
+	if cfg.YuniKorn != nil && cfg.YuniKornNamespace != "" {
+		w.yunikornInformers = w.newYuniKornInformers(cfg.YuniKorn, cfg.YuniKornNamespace)
 	}
 	w.queues = apidiscovery.NewWatcher(apidiscovery.Config[dialect.QueueAPI]{
 		Client: cfg.Client, Discovery: cfg.Discovery, APIs: dialect.QueueAPIs(),
@@ -146,12 +160,15 @@ func (w *Watcher) Resync() {
 // Run discovers and watches the queue APIs and writes usage until ctx ends.
 func (w *Watcher) Run(ctx context.Context) {
 	go w.writeUsage(ctx)
+	runInformers(ctx, w.yunikornInformers)
 	w.queues.Run(ctx)
 }
 
 // HasSynced reports whether the Namespaces and the queue APIs served at the first discovery
 // are listed and handed to the manager.
-func (w *Watcher) HasSynced() bool { return w.nsSynced() && w.queues.HasSynced() }
+func (w *Watcher) HasSynced() bool {
+	return w.nsSynced() && w.queues.HasSynced() && w.yunikornSynced()
+}
 
 // observe takes in a queue object's latest version.
 func (w *Watcher) observe(api dialect.QueueAPI, u *unstructured.Unstructured) {
@@ -274,22 +291,30 @@ func (w *Watcher) tellLocked(keys []string) {
 // reportAllLocked reports every queue that cannot be used, for its own object or for its place
 // among the others: one queue's change can break or mend the tree for the queues under it.
 func (w *Watcher) reportAllLocked() {
-	told := make([]quota.Queue, 0, len(w.told))
+	told := make([]quota.Queue, 0, len(w.told)+len(w.yunikorn.told))
 	for _, q := range w.told {
+		told = append(told, q)
+	}
+	for _, q := range w.yunikorn.told {
 		told = append(told, q)
 	}
 	problems := quota.TreeProblems(told)
 	for key, q := range w.told {
-		_, obj, ok := w.resolveLocked(key)
-		if !ok {
-			continue
+		if _, obj, ok := w.resolveLocked(key); ok {
+			w.reportLocked(key, orProblem(q.Err, problems[key]), obj)
 		}
-		err := q.Err
-		if err == nil {
-			err = problems[key]
-		}
-		w.reportLocked(key, err, obj)
 	}
+	for key, q := range w.yunikorn.told {
+		w.reportLocked(key, orProblem(q.Err, problems[key]), w.yunikorn.origin[key])
+	}
+}
+
+// orProblem is a queue's own error, else the problem of its place in the tree.
+func orProblem(own, place error) error {
+	if own != nil {
+		return own
+	}
+	return place
 }
 
 // resolveLocked reads the queue key's objects define, and the object that speaks for it; ok is
@@ -323,7 +348,7 @@ func (w *Watcher) resolveLocked(key string) (q quota.Queue, obj *unstructured.Un
 
 // reportLocked writes a Warning Event on the object of a queue that cannot be used, once per
 // error; one that can be used again is reported again when it breaks again.
-func (w *Watcher) reportLocked(key string, err error, obj *unstructured.Unstructured) {
+func (w *Watcher) reportLocked(key string, err error, obj runtime.Object) {
 	if err == nil {
 		delete(w.reported, key)
 		return

@@ -199,3 +199,19 @@ const (
 	// placeholderTimeoutInSeconds and gangSchedulingStyle.
 	AnnotationYuniKornSchedulingPolicy = "yunikorn.apache.org/schedulingPolicyParameters"
 )
+
+// Apache YuniKorn's queue configuration (yunikorn-k8shim pkg/common/constants and pkg/conf).
+const (
+	// The shim merges the data of two ConfigMaps of its own namespace, the second's keys winning;
+	// the key queues.yaml holds the queues.
+	ConfigMapYuniKornDefaults = "yunikorn-defaults"
+	ConfigMapYuniKornConfigs  = "yunikorn-configs"
+	YuniKornQueuesKey         = "queues.yaml"
+	// NamespaceYuniKorn is the namespace YuniKorn's chart installs into, lockstep's default for
+	// where to find those ConfigMaps.
+	NamespaceYuniKorn = "yunikorn"
+	// A Namespace's quota and guarantee, JSON resource lists, set the max and guaranteed of the
+	// queue its applications are placed in when queues.yaml does not define that queue.
+	AnnotationYuniKornNamespaceQuota      = "yunikorn.apache.org/namespace.quota"
+	AnnotationYuniKornNamespaceGuaranteed = "yunikorn.apache.org/namespace.guaranteed"
+)

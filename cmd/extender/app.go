@@ -112,6 +112,7 @@ func newApp(c clients, opts options, reg *prometheus.Registry) (*app, error) {
 		Client: c.groups, Discovery: c.discovery, Namespaces: a.factory.Core().V1().Namespaces(),
 		Manager: a.manager, Recorder: recorder,
 		DiscoveryInterval: opts.groupDiscoveryInterval, UsageInterval: queueUsageInterval, Ready: a.ready.Load,
+		YuniKorn: c.main, YuniKornNamespace: opts.yunikornNamespace,
 	})
 	if err != nil {
 		return nil, err

@@ -79,6 +79,8 @@ type options struct {
 	commitTimeout                          time.Duration
 	// groupDiscoveryInterval: see the flag.
 	groupDiscoveryInterval time.Duration
+	// yunikornNamespace is where YuniKorn's queue ConfigMaps are read; "" reads none.
+	yunikornNamespace string
 	// gpuClasses and releaseDevices: see the flags.
 	gpuClasses          []string
 	releaseDevices      bool
@@ -117,6 +119,7 @@ func defaultOptions() options {
 		// A CRD is installed once per cluster; half a minute to notice costs nothing, and
 		// discovery is cheap enough to ask that often.
 		groupDiscoveryInterval: 30 * time.Second,
+		yunikornNamespace:      wellknown.NamespaceYuniKorn,
 		gpuClasses:             dra.DefaultGPUClasses,
 		releaseDevices:         true,
 		maxRequestBytes:        extender.DefaultMaxRequestBytes,
@@ -160,6 +163,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.httpTimeout, "scheduler-http-timeout", o.httpTimeout, "the httpTimeout of lockstep's stanza in the scheduler configuration (kube-scheduler uses 5s when unset); ignored when --scheduler-config is given")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", o.schedulerConfig, "KubeSchedulerConfiguration file the scheduler runs with; lockstep reads its extender httpTimeout from it")
 	fs.DurationVar(&o.defaultWaitingTime, "default-waiting-time", o.defaultWaitingTime, "how long a gang's reservation lives when its pods carry no "+wellknown.AnnotationGangWaitingTime+" annotation")
+	fs.StringVar(&o.yunikornNamespace, "yunikorn-namespace", o.yunikornNamespace, "the namespace of YuniKorn's ConfigMaps yunikorn-configs and yunikorn-defaults, whose queues.yaml defines YuniKorn's queues (lockstep reads those two by name only); empty reads no YuniKorn queues file")
 	fs.DurationVar(&o.groupDiscoveryInterval, "group-discovery-interval", o.groupDiscoveryInterval, "how often lockstep asks the apiserver which PodGroup APIs (scheduler-plugins, Koordinator, Volcano, kube-batch) and queue APIs (Volcano's and kube-batch's Queues, scheduler-plugins' ElasticQuotas) it serves, and whether it serves Dynamic Resource Allocation (resource.k8s.io/v1); a CRD installed later is watched from the next look on")
 	fs.Func("dra-gpu-classes", "comma-separated DeviceClasses (resource.k8s.io) whose devices count as GPUs, beside any class whose spec.extendedResourceName is nvidia.com/gpu; default NVIDIA's DRA driver's "+strings.Join(dra.DefaultGPUClasses, ",")+"; empty: only those serving nvidia.com/gpu", func(v string) error {
 		o.gpuClasses = nil

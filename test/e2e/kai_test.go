@@ -127,3 +127,29 @@ func TestKAIOverQuotaWeightSplit(t *testing.T) {
 	require.Equal(t, "3", gpus(qa.Allocated), "a: %s", qa)
 	require.Equal(t, "5", gpus(qb.Allocated), "b: %s", qb)
 }
+
+// A minMember above the pods that exist, as KAI and YuniKorn mean it: the job waits for the rest
+// (KAI says "Waiting for 5 pods, currently 4 exist"; YuniKorn keeps its placeholders), and none of
+// it binds. lockstep's reason and the members' GangWaiting Events name the object and the field
+// the quorum came from; another job keeps scheduling beside it.
+func TestMinMemberAbovePodsWaitsNamingTheField(t *testing.T) {
+	s := newQueueScenario(t, 4, 2)
+	q := s.createKAIQueue(s.queueName("team"), "", kaiResource(-1, -1, 1))
+
+	s.kaiJob("short", q, 5, 4, 1)
+	kai := fmt.Sprintf("gang %s/short: waiting for members: 4 of min-available 5 exist; min-available is spec.minMember of KAI Scheduler PodGroup %s/short", s.ns, s.ns)
+	s.eventually(60*time.Second, "the KAI job to wait for its fifth pod, naming the PodGroup's field", func() bool { return s.waitsFor("short", kai) })
+	s.eventually(30*time.Second, "a GangWaiting Event on a member naming the field", func() bool {
+		return s.hasEvent("short-0", wellknown.ReasonGangWaiting, "min-available is spec.minMember of KAI Scheduler PodGroup")
+	})
+
+	s.yuniKornApp("app", 3, 2, 1)
+	yk := fmt.Sprintf("gang %s/app: waiting for members: 2 of min-available 3 exist (task workers: 2 of 3); min-available is the minMember of the task groups in annotation %s",
+		s.ns, wellknown.AnnotationYuniKornTaskGroups)
+	s.eventually(60*time.Second, "the YuniKorn application to wait for its third pod, naming the annotation", func() bool { return s.waitsFor("app", yk) })
+
+	s.kaiJob("whole", q, 2, 2, 1)
+	s.eventually(90*time.Second, "a job whose pods all exist bound beside them", func() bool { return s.boundIn("whole-") == 2 })
+	require.Zero(t, s.boundIn("short-"), "no member of the job short of pods binds")
+	require.Zero(t, s.boundIn("app-"), "no member of the application short of pods binds")
+}

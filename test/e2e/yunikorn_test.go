@@ -16,12 +16,22 @@ import (
 // minMember, which every pod carries.
 func (s *scenario) yuniKornApp(app string, minMember, members int, gpus int64) {
 	s.t.Helper()
+	s.yuniKornAppIn(app, "", minMember, members, gpus)
+}
+
+// yuniKornAppIn is yuniKornApp with the pods labelled for queue ("" names none).
+func (s *scenario) yuniKornAppIn(app, queue string, minMember, members int, gpus int64) {
+	s.t.Helper()
 	groups := fmt.Sprintf(`[{"name":"workers","minMember":%d,"minResource":{"cpu":"100m","nvidia.com/gpu":"%d"}}]`, minMember, gpus)
 	for i := range members {
-		s.create(builders.Pod("", fmt.Sprintf("%s-%d", app, i)).CPU("100m").Memory("64Mi").GPU(gpus).
+		pod := builders.Pod("", fmt.Sprintf("%s-%d", app, i)).CPU("100m").Memory("64Mi").GPU(gpus).
 			SchedulerName(wellknown.SchedulerNameYuniKorn).Label(wellknown.LabelYuniKornAppID, app).
 			Annotation(wellknown.AnnotationYuniKornTaskGroups, groups).Annotation(wellknown.AnnotationYuniKornTaskGroupName, "workers").
-			Annotation(wellknown.AnnotationYuniKornSchedulingPolicy, "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Hard").Obj())
+			Annotation(wellknown.AnnotationYuniKornSchedulingPolicy, "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Hard")
+		if queue != "" {
+			pod.Label(wellknown.LabelYuniKornQueue, queue)
+		}
+		s.create(pod.Obj())
 	}
 }
 
