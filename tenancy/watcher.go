@@ -307,6 +307,7 @@ func (w *Watcher) reportAllLocked() {
 	for key, q := range w.yunikorn.told {
 		w.reportLocked(key, orProblem(q.Err, problems[key]), w.yunikorn.origin[key])
 	}
+	w.reportYuniKornFileLocked()
 }
 
 // orProblem is a queue's own error, else the problem of its place in the tree.

@@ -32,6 +32,10 @@ type yunikornState struct {
 	// file are the queues of the queues.yaml read last; fileFrom is its ConfigMap.
 	file     []quota.Queue
 	fileFrom *corev1.ConfigMap
+	// fileErr is why the ConfigMaps' queues.yaml could not be read last, on errFrom; nil when it
+	// could.
+	fileErr error
+	errFrom *corev1.ConfigMap
 	// namespaces are the queues annotated Namespaces define, and the Namespaces, by name.
 	namespaces map[string]quota.Queue
 	nsObjects  map[string]*corev1.Namespace
@@ -107,15 +111,20 @@ func (w *Watcher) configMapDeleted(obj any) {
 func (w *Watcher) readYuniKornFileLocked() {
 	y := &w.yunikorn
 	queues, from, err := dialect.YuniKornQueues(y.maps[wellknown.ConfigMapYuniKornDefaults], y.maps[wellknown.ConfigMapYuniKornConfigs])
-	fileKey := "ConfigMap " + wellknown.YuniKornQueuesKey
+	y.fileErr, y.errFrom = err, from
+	w.reportYuniKornFileLocked()
 	if err != nil {
 		klog.InfoS("YuniKorn's queues cannot be read; the last ones read stay in force", "err", err)
-		w.reportLocked(fileKey, err, from)
 		return
 	}
-	w.reportLocked(fileKey, nil, nil)
 	y.file, y.fileFrom = queues, from
 	w.tellYuniKornLocked()
+}
+
+// reportYuniKornFileLocked reports a queues.yaml that cannot be read on its ConfigMap, once per
+// error (again by Resync, once this replica leads).
+func (w *Watcher) reportYuniKornFileLocked() {
+	w.reportLocked("ConfigMap "+wellknown.YuniKornQueuesKey, w.yunikorn.fileErr, w.yunikorn.errFrom)
 }
 
 // yunikornNamespaceLocked takes in a Namespace's annotations (nil for a deleted Namespace).
