@@ -429,6 +429,43 @@ var countedResources = []countedResource{
 	{wellknown.ResourceGPU, quota.GPU}, {corev1.ResourceCPU, quota.CPU}, {corev1.ResourceMemory, quota.Memory},
 }
 
+// namedResource is a resource quotas count, under the key one project's lists give it.
+type namedResource struct {
+	key string
+	countedResource
+}
+
+// kubernetesNames are the resources quotas count under Kubernetes' names, as queue objects and
+// YuniKorn's namespace annotations give them.
+var kubernetesNames = underOwnNames(countedResources)
+
+func underOwnNames(resources []countedResource) []namedResource {
+	out := make([]namedResource, len(resources))
+	for i, res := range resources {
+		out[i] = namedResource{string(res.name), res}
+	}
+	return out
+}
+
+// listedResources reads the amounts of a resource list keyed by names; field names the list.
+func listedResources(f fields, field string, list map[string]any, names []namedResource) (quota.Resources, quota.ResourceSet, error) {
+	var out quota.Resources
+	var named quota.ResourceSet
+	for _, res := range names {
+		raw, ok := list[res.key]
+		if !ok || raw == nil {
+			continue
+		}
+		n, err := f.amount(field+"."+res.key, res.name, raw)
+		if err != nil {
+			return quota.Resources{}, 0, err
+		}
+		out = withAmount(out, res.name, n)
+		named |= res.bit
+	}
+	return out, named, nil
+}
+
 // resources reads a resource list: the amounts of the resources quotas count and which of them
 // it names. Other resource names are not read at all.
 func (r fields) resources(path ...string) (placement.Resources, quota.ResourceSet, error) {
@@ -438,17 +475,9 @@ func (r fields) resources(path ...string) (placement.Resources, quota.ResourceSe
 	if list == nil {
 		return out, named, err
 	}
-	for _, res := range countedResources {
-		raw, ok := list[string(res.name)]
-		if !ok || raw == nil {
-			continue
-		}
-		v, err := r.amount(strings.Join(path, ".")+"."+string(res.name), res.name, raw)
-		if err != nil {
-			return placement.Resources{}, 0, err
-		}
-		out = withAmount(out, res.name, v)
-		named |= res.bit
+	out, named, err = listedResources(r, strings.Join(path, "."), list, kubernetesNames)
+	if err != nil {
+		return placement.Resources{}, 0, err
 	}
 	gpus, ok, err := r.deviceClassGPUs(path, list)
 	if ok {

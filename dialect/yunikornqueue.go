@@ -182,12 +182,6 @@ func (r *yunikornReader) add(q quota.Queue) {
 	r.queues = append(r.queues, q)
 }
 
-// namedResource is a resource quotas count, under the key one project's lists give it.
-type namedResource struct {
-	key string
-	countedResource
-}
-
 // yunikornNames are the keys of queues.yaml's resource lists: vcore (cores, or millicores with
 // m), memory (bytes, with Kubernetes' suffixes) and the GPUs by their Kubernetes name. YuniKorn
 // keys the others by name too, and lockstep counts none of them.
@@ -197,34 +191,8 @@ var yunikornNames = []namedResource{
 	{"memory", countedResource{corev1.ResourceMemory, quota.Memory}},
 }
 
-// kubernetesNames are the same under Kubernetes' names, as the namespace annotations give them.
-var kubernetesNames = []namedResource{
-	{"nvidia.com/gpu", countedResource{wellknown.ResourceGPU, quota.GPU}},
-	{"cpu", countedResource{corev1.ResourceCPU, quota.CPU}},
-	{"memory", countedResource{corev1.ResourceMemory, quota.Memory}},
-}
-
 func yunikornResources(f fields, field string, list map[string]any) (quota.Resources, quota.ResourceSet, error) {
 	return listedResources(f, field, list, yunikornNames)
-}
-
-// listedResources reads the amounts of a resource list keyed by names; field names the list.
-func listedResources(f fields, field string, list map[string]any, names []namedResource) (quota.Resources, quota.ResourceSet, error) {
-	var out quota.Resources
-	var named quota.ResourceSet
-	for _, res := range names {
-		raw, ok := list[res.key]
-		if !ok || raw == nil {
-			continue
-		}
-		n, err := f.amount(field+"."+res.key, res.name, raw)
-		if err != nil {
-			return quota.Resources{}, 0, err
-		}
-		out = withAmount(out, res.name, n)
-		named |= res.bit
-	}
-	return out, named, nil
 }
 
 // YuniKornPodQueue is the queue YuniKorn places a pod's application in when the pod names queue

@@ -36,9 +36,8 @@ type yunikornState struct {
 	// could.
 	fileErr error
 	errFrom *corev1.ConfigMap
-	// namespaces are the queues annotated Namespaces define, and the Namespaces, by name.
-	namespaces map[string]quota.Queue
-	nsObjects  map[string]*corev1.Namespace
+	// namespaces are the queues annotated Namespaces define, by Namespace name.
+	namespaces map[string]namespaceQueue
 	// told is what the manager was last told, by key, and origin the object each came from.
 	told   map[string]quota.Queue
 	origin map[string]runtime.Object
@@ -46,9 +45,15 @@ type yunikornState struct {
 	synced []cache.InformerSynced
 }
 
+// namespaceQueue is the queue a Namespace's annotations define, and the Namespace, to report on.
+type namespaceQueue struct {
+	q  quota.Queue
+	ns *corev1.Namespace
+}
+
 func newYuniKornState() yunikornState {
-	return yunikornState{maps: map[string]*corev1.ConfigMap{}, namespaces: map[string]quota.Queue{},
-		nsObjects: map[string]*corev1.Namespace{}, told: map[string]quota.Queue{}, origin: map[string]runtime.Object{}}
+	return yunikornState{maps: map[string]*corev1.ConfigMap{}, namespaces: map[string]namespaceQueue{},
+		told: map[string]quota.Queue{}, origin: map[string]runtime.Object{}}
 }
 
 // newYuniKornInformers makes an informer for each of YuniKorn's ConfigMaps in namespace, each
@@ -134,14 +139,13 @@ func (w *Watcher) yunikornNamespaceLocked(name string, ns *corev1.Namespace) {
 	if ns != nil {
 		q, ok = dialect.YuniKornNamespaceQueue(ns)
 	}
-	if old, had := y.namespaces[name]; had == ok && reflect.DeepEqual(old, q) {
+	if old, had := y.namespaces[name]; had == ok && reflect.DeepEqual(old.q, q) {
 		return
 	}
 	if ok {
-		y.namespaces[name], y.nsObjects[name] = q, ns
+		y.namespaces[name] = namespaceQueue{q, ns}
 	} else {
 		delete(y.namespaces, name)
-		delete(y.nsObjects, name)
 	}
 	w.tellYuniKornLocked()
 }
@@ -156,9 +160,9 @@ func (w *Watcher) tellYuniKornLocked() {
 	for _, q := range y.file {
 		want[q.Key()], origin[q.Key()] = q, y.fileFrom
 	}
-	for name, q := range y.namespaces {
-		if _, defined := want[q.Key()]; !defined {
-			want[q.Key()], origin[q.Key()] = q, y.nsObjects[name]
+	for _, n := range y.namespaces {
+		if _, defined := want[n.q.Key()]; !defined {
+			want[n.q.Key()], origin[n.q.Key()] = n.q, n.ns
 		}
 	}
 	changed := false
